@@ -1,0 +1,106 @@
+# isolation - build, test, lint. `make test` is what CI runs; on a fresh
+# Debian 12 machine (as root) it first installs the packages it needs.
+#
+#   make            build build/isolation.so (and what mk/*.mk adds)
+#   make test       everything CI checks: specs, specs again under ASan+UBSan,
+#                   luacheck, clang-format, a luarocks install into a temp tree
+#   make lint       luacheck and clang-format --dry-run -Werror
+#   make format     clang-format -i on the C sources
+
+LUA       ?= lua5.4
+BUSTED    ?= $(LUA) /usr/bin/busted
+CC        ?= cc
+BUILD     ?= build
+LUA_INC   ?= /usr/include/lua5.4
+CFLAGS    ?= -O2 -g
+# uv.h needs POSIX declarations that -std=c11 alone hides.
+CSTD       = -std=c11 -D_GNU_SOURCE
+WARN       = -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -I$(LUA_INC) -Isrc $(EXTRA_CFLAGS)
+# Not linked against liblua: the interpreter provides it. libuv is linked
+# because Lua loads luv with RTLD_LOCAL, so luv's copy is not visible to us.
+LIBS       = -luv -lpthread
+
+MODULE_SRC = $(wildcard src/*.c)
+MODULE_OBJ = $(MODULE_SRC:src/%.c=$(BUILD)/obj/%.o)
+ASAN_OBJ   = $(MODULE_SRC:src/%.c=$(BUILD)/asan/obj/%.o)
+SAN_FLAGS  = -fsanitize=address,undefined -fno-sanitize-recover=all \
+             -fno-omit-frame-pointer -DISOLATION_SANITIZER_PROBE
+ASAN_RT   := $(shell $(CC) -print-file-name=libasan.so 2>/dev/null)
+
+# Debian packages `make test` needs; installed when missing (as root).
+DEBS = lua5.4 liblua5.4-dev libuv1-dev lua-luv lua-luv-dev lua-cjson \
+       lua-busted lua-check luarocks bubblewrap socat curl gcc make \
+       libc6-dev clang-format
+
+# mk/*.mk add targets (fuzz, bench, memcheck, the bridge, the demo) and may
+# append to ALL_TARGETS and TEST_STEPS.
+ALL_TARGETS = $(BUILD)/isolation.so
+TEST_STEPS  =
+
+.PHONY: all deps test spec spec-asan lint format clean rockcheck
+
+-include mk/*.mk
+
+all: deps $(ALL_TARGETS)
+
+deps:
+	@missing=$$(for p in $(DEBS) $(EXTRA_DEBS); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; \
+	  done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "make: missing Debian packages: $$missing (run as root to install them)" >&2; exit 1; \
+	  fi; \
+	  echo "make: installing $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(BUILD)/obj/%.o: src/%.c src/*.h | $(BUILD)/obj
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/isolation.so: $(MODULE_OBJ)
+	$(CC) -shared -o $@ $^ $(LIBS)
+
+$(BUILD)/asan/obj/%.o: src/%.c src/*.h | $(BUILD)/asan/obj
+	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
+
+$(BUILD)/asan/isolation.so: $(ASAN_OBJ)
+	$(CC) -shared $(SAN_FLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/obj $(BUILD)/asan/obj:
+	mkdir -p $@
+
+# The specs, with the normal build.
+spec: deps all
+	$(BUSTED) spec
+
+# The same specs against the sanitizer build. The sanitizer runtime must be
+# the first library in the process, hence LD_PRELOAD; the spec helpers drop
+# it again for the child processes they start (bwrap, curl, bash).
+spec-asan: deps all $(BUILD)/asan/isolation.so
+	ISOLATION_SANITIZER=1 ISOLATION_CPATH='$(BUILD)/asan/?.so' \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	LD_PRELOAD='$(ASAN_RT)' $(BUSTED) spec
+
+lint: deps
+	luacheck -q lua spec examples bin
+	clang-format --dry-run -Werror src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c)
+
+format:
+	clang-format -i src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c)
+
+# Installs the rock into a temporary tree and loads it from there alone.
+rockcheck: deps
+	@tree=$$(mktemp -d) && trap 'rm -rf "$$tree"' EXIT && \
+	luarocks --lua-version 5.4 make --tree "$$tree" isolation-scm-1.rockspec >"$$tree.log" 2>&1 \
+	  || { cat "$$tree.log"; rm -f "$$tree.log"; exit 1; }; rm -f "$$tree.log"; \
+	TREE="$$tree" LUA_PATH="$$tree/share/lua/5.4/?.lua" LUA_CPATH="$$tree/lib/lua/5.4/?.so" \
+	  $(LUA) -e 'local i = require("isolation"); assert(package.searchpath("isolation", package.cpath):find(os.getenv("TREE"), 1, true)); for _, m in ipairs({"policy", "scheduler", "session"}) do require("isolation." .. m) end; print("rockcheck: isolation " .. i.version .. " loads from the installed tree")'
+
+test: deps all spec spec-asan lint rockcheck $(TEST_STEPS)
+	@echo "make test: all steps passed"
+
+clean:
+	rm -rf $(BUILD)

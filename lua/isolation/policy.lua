@@ -1,0 +1,3 @@
+-- isolation.policy: placeholder until its issue lands.
+local M = {}
+return M

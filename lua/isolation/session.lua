@@ -1,0 +1,3 @@
+-- isolation.session: placeholder until its issue lands.
+local M = {}
+return M

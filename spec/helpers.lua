@@ -1,0 +1,109 @@
+-- Shared test helpers: child processes, temporary directories, fd counts,
+-- and the probe that decides whether real bwrap sandboxes can run here.
+local helpers = {}
+
+-- Child processes must not inherit the sanitizer runtime the spec-asan run
+-- preloads into lua5.4: bwrap, bash and curl are not built for it.
+local CHILD_ENV = "env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS "
+
+--- Quotes one word for /bin/sh.
+function helpers.shquote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  os.remove(path)
+  return s
+end
+
+--- Runs a shell command line; returns exit code (128+n for signal n),
+--- stdout and stderr. stdin is /dev/null.
+function helpers.run(cmdline)
+  local out, err = os.tmpname(), os.tmpname()
+  local ok, how, code = os.execute(CHILD_ENV .. "sh -c " .. helpers.shquote(cmdline)
+    .. " </dev/null >" .. out .. " 2>" .. err)
+  if how == "signal" then code = 128 + code end
+  local _ = ok
+  return code, slurp(out), slurp(err)
+end
+
+--- Makes a fresh directory under /tmp (or under `parent`) and returns its path.
+function helpers.tmpdir(parent)
+  local code, out = helpers.run("mktemp -d " .. helpers.shquote((parent or "/tmp") .. "/isolation-spec.XXXXXX"))
+  assert(code == 0, "mktemp failed")
+  return (out:gsub("%s+$", ""))
+end
+
+function helpers.rmtree(path)
+  assert(path:match("^/tmp/") or path:match("^/var/tmp/") or path:match("/isolation%-spec%."),
+    "refusing to remove " .. path)
+  helpers.run("rm -rf " .. helpers.shquote(path))
+end
+
+function helpers.write(path, data)
+  local f = assert(io.open(path, "wb"))
+  f:write(data)
+  f:close()
+end
+
+function helpers.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Number of open file descriptors of this process.
+function helpers.fd_count()
+  local n = 0
+  local p = io.popen("ls /proc/" .. helpers.pid() .. "/fd")
+  for _ in p:lines() do n = n + 1 end
+  p:close()
+  return n - 1 -- the ls's own pipe
+end
+
+local pid
+--- This Lua process's pid.
+function helpers.pid()
+  if not pid then
+    local f = assert(io.open("/proc/self/stat"))
+    local s = f:read("l")
+    f:close()
+    -- /proc/self is the reader: use the parent of a child instead
+    local code, out = helpers.run("echo $PPID")
+    assert(code == 0)
+    pid = tonumber(out:match("%d+"))
+    local _ = s
+  end
+  return pid
+end
+
+local bwrap_reason
+--- True when real bwrap sandboxes (with pid and net namespaces) run here;
+--- otherwise false and the reason, which specs print when they skip.
+function helpers.bwrap_works()
+  if bwrap_reason == nil then
+    local code, _, err = helpers.run("bwrap --ro-bind /usr /usr --ro-bind-try /lib /lib "
+      .. "--ro-bind-try /lib64 /lib64 --ro-bind-try /bin /bin --proc /proc --dev /dev "
+      .. "--unshare-pid --unshare-net -- /bin/true")
+    bwrap_reason = code == 0 and false or ("bwrap cannot create namespaces here: " .. err)
+  end
+  return not bwrap_reason, bwrap_reason or nil
+end
+
+--- Prints why a real-sandbox spec is skipped, then returns true when it must skip.
+function helpers.skip_without_bwrap()
+  local ok, why = helpers.bwrap_works()
+  if not ok then
+    io.stderr:write("SKIP (real bwrap): " .. why .. "\n")
+    return true
+  end
+  return false
+end
+
+return helpers

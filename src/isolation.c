@@ -1,0 +1,23 @@
+/*
+ * isolation.c - luaopen_isolation: a thin table of functions gathered from
+ * one file per concept.
+ */
+#include "isolation.h"
+
+int luaopen_isolation(lua_State *L);
+
+int luaopen_isolation(lua_State *L)
+{
+    lua_newtable(L);
+    lua_pushliteral(L, ISOLATION_VERSION);
+    lua_setfield(L, -2, "version");
+    lua_pushliteral(L, ISOLATION_SANDBOX_PROXY_SOCKET);
+    lua_setfield(L, -2, "SANDBOX_PROXY_SOCKET");
+    isolation_hostpat_open(L);
+    isolation_config_open(L);
+    isolation_launch_open(L);
+    isolation_target_open(L);
+    isolation_proxy_open(L);
+    isolation_selftest_open(L);
+    return 1;
+}

@@ -1,0 +1,28 @@
+/*
+ * isolation.h - what the module's C files share: the entry point calls one
+ * <area>_open(L) per concept, each adding its fields to the module table at
+ * the top of the stack.
+ */
+#ifndef ISOLATION_H
+#define ISOLATION_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#define ISOLATION_VERSION "0.1.0"
+
+/* Where the proxy's unix socket appears inside a bwrap sandbox. */
+#define ISOLATION_SANDBOX_PROXY_SOCKET "/run/isolation/proxy.sock"
+
+/* Each adds its functions to the table at the top of the stack. */
+void isolation_hostpat_open(
+    lua_State *L); /* host_allowed, default_allow_hosts */
+void isolation_config_open(lua_State *L); /* config */
+void isolation_launch_open(
+    lua_State *L); /* bwrap_argv, docker_argv, argv, wrap, dry_run */
+void isolation_target_open(lua_State *L); /* validate_for_target */
+void isolation_proxy_open(lua_State *L);  /* proxy */
+void isolation_selftest_open(
+    lua_State *L); /* sanitizer probe, sanitizer builds only */
+
+#endif
