@@ -15,7 +15,7 @@ build = {
   modules = {
     isolation = {
       sources = {
-        "src/config.c", "src/hostpat.c", "src/httpparse.c", "src/isolation.c",
+        "src/bridge_path.c", "src/config.c", "src/hostpat.c", "src/httpparse.c", "src/isolation.c",
         "src/launch.c", "src/proxy.c", "src/selftest.c", "src/target.c",
         "src/tlshello.c",
       },
