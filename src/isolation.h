@@ -14,15 +14,19 @@
 /* Where the proxy's unix socket appears inside a bwrap sandbox. */
 #define ISOLATION_SANDBOX_PROXY_SOCKET "/run/isolation/proxy.sock"
 
-/* Each adds its functions to the table at the top of the stack. */
-void isolation_hostpat_open(
-    lua_State *L); /* host_allowed, default_allow_hosts */
-void isolation_config_open(lua_State *L); /* config */
-void isolation_launch_open(
-    lua_State *L); /* bwrap_argv, docker_argv, argv, wrap, dry_run */
-void isolation_target_open(lua_State *L); /* validate_for_target */
-void isolation_proxy_open(lua_State *L);  /* proxy */
-void isolation_selftest_open(
-    lua_State *L); /* sanitizer probe, sanitizer builds only */
+/*
+ * Each adds its fields to the table at the top of the stack:
+ * hostpat: host_allowed, default_allow_hosts; config: config;
+ * launch: bwrap_argv, docker_argv, argv, wrap, dry_run;
+ * target: validate_for_target; proxy: proxy; bridge: BRIDGE;
+ * selftest: the sanitizer probe, in sanitizer builds only.
+ */
+void isolation_hostpat_open(lua_State *L);
+void isolation_config_open(lua_State *L);
+void isolation_launch_open(lua_State *L);
+void isolation_target_open(lua_State *L);
+void isolation_proxy_open(lua_State *L);
+void isolation_bridge_open(lua_State *L);
+void isolation_selftest_open(lua_State *L);
 
 #endif
