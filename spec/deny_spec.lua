@@ -91,7 +91,8 @@ for _, bridge in ipairs({ "socat", "builtin" }) do
     it("blocks a direct connection to a host listener but relays allowlisted requests", function()
       if skip then return end
       -- the listener is real: the host reaches it directly
-      local code, out = helpers.run(CURL .. "-w '%{http_code}' --noproxy '*' http://127.0.0.1:" .. up.http_port .. "/small")
+      local code, out = helpers.run(CURL .. "-w '%{http_code}' --noproxy '*' http://127.0.0.1:"
+        .. up.http_port .. "/small")
       assert.are.equal(0, code)
       assert.are.equal("200", out)
       local accepts = up:stats().http_accepts

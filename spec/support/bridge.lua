@@ -88,7 +88,9 @@ end
 
 --- Starts socat exactly as the seed's launch script does; returns its pid.
 function M.start_socat(port, sock)
-  local code, out = helpers.run(string.format((os.getenv("SOCAT_OPTS") and M.SOCAT_FMT:gsub("^socat", "socat " .. os.getenv("SOCAT_OPTS")) or M.SOCAT_FMT), port, helpers.shquote(sock))
+  -- SOCAT_OPTS="-d -d" SOCAT_LOG=/tmp/socat.log: socat's own account, when debugging
+  local fmt = M.SOCAT_FMT:gsub("^socat", "socat " .. (os.getenv("SOCAT_OPTS") or ""))
+  local code, out = helpers.run(string.format(fmt, port, helpers.shquote(sock))
     .. " >" .. (os.getenv("SOCAT_LOG") or "/dev/null") .. " 2>&1 & echo $!")
   assert(code == 0)
   local pid = tonumber(out:match("%d+"))
