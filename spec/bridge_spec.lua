@@ -100,6 +100,45 @@ for _, bridge in ipairs(B.bridges) do
       c.close()
     end)
 
+    it("holds a fast writer back while the upstream does not read, and loses nothing", function()
+      local up_conn
+      start(function(c) up_conn = c end) -- accepts, reads nothing yet
+      local chunk = B.bytes(64 * 1024, 3)
+      local accepted, stalled = 0, false
+      local c = B.client(port, function(t)
+        -- push with try_write until the kernel refuses for a while: 64 MiB at most
+        local idle = uv.new_timer()
+        local refused_since
+        idle:start(1, 5, function()
+          while accepted < 64 * MiB do
+            local n = t:try_write(chunk)
+            if not n or n == 0 then break end
+            accepted = accepted + n
+            refused_since = nil
+            if n < #chunk then -- keep the stream exact: send the rest later
+              chunk = chunk:sub(n + 1) .. chunk:sub(1, n)
+              break
+            end
+          end
+          refused_since = refused_since or uv.now()
+          if uv.now() - refused_since > 500 or accepted >= 64 * MiB then
+            idle:close()
+            stalled = true
+          end
+        end)
+      end)
+      assert.is_true(B.run_until(function() return stalled end, 30))
+      assert.is_true(accepted < 48 * MiB, "the bridge took " .. accepted .. " bytes the upstream never read")
+      -- the upstream starts reading: every accepted byte arrives
+      local got = 0
+      up_conn:read_start(function(err, data)
+        if not err and data then got = got + #data end
+      end)
+      assert.is_true(B.run_until(function() return got >= accepted end, 30))
+      assert.are.equal(accepted, got)
+      c.close()
+    end)
+
     it("passes a client's half-close on and still relays the answer", function()
       local seen_before_eof
       start(function(c)
