@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             req.nheaders > HTTP_MAX_HEADERS || req.host_kind == HOST_INVALID ||
             !inside(buf, size, req.method))
             abort();
-        if (!req.is_connect && (!inside(buf, size, req.path) || req.path.n == 0))
+        if (!req.is_connect &&
+            (!inside(buf, size, req.path) || req.path.n == 0))
             abort();
         for (size_t i = 0; i < req.nheaders; i++) {
             if (!inside(buf, size, req.headers[i].name) ||

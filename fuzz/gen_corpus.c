@@ -83,8 +83,7 @@ int main(int argc, char **argv)
     prefixed("fuzz_response", "close", "\2", 1,
              "HTTP/1.1 200 OK\r\nConnection: close\r\nX: y\r\n\r\n");
 
-    prefixed("fuzz_chunked", "simple", "\0\7", 2,
-             "5\r\nhello\r\n0\r\n\r\n");
+    prefixed("fuzz_chunked", "simple", "\0\7", 2, "5\r\nhello\r\n0\r\n\r\n");
     prefixed("fuzz_chunked", "ext_trailer", "\0\x15", 2,
              "a;x=\"y\"\r\n0123456789\r\n1\r\nz\r\n0\r\nX-T: 1\r\n\r\nNEXT");
     prefixed("fuzz_chunked", "bad", "\0\1", 2, "5\r\nhello\n0\r\n\r\n");
@@ -102,8 +101,8 @@ int main(int argc, char **argv)
     put("fuzz_tlshello", "two_names", h, build_hello(&two, h, sizeof h));
     struct hello_opts dup = {.sni = "example.com", .dup_sni_ext = true};
     put("fuzz_tlshello", "dup_ext", h, build_hello(&dup, h, sizeof h));
-    struct hello_opts pad = {.sni = "a.example.net", .pad = 600,
-                             .record_size = 300};
+    struct hello_opts pad = {
+        .sni = "a.example.net", .pad = 600, .record_size = 300};
     put("fuzz_tlshello", "padded", h, build_hello(&pad, h, sizeof h));
     text("fuzz_tlshello", "http", "GET / HTTP/1.1\r\n\r\n");
     return 0;

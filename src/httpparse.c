@@ -205,9 +205,9 @@ static int parse_request_line(const char *line, size_t n,
 static bool is_hop_by_hop(const char *name, size_t n)
 {
     static const char *const hop[] = {
-        "host",    "connection",        "keep-alive",     "te",
-        "trailer", "transfer-encoding", "upgrade",        "content-length",
-        "proxy-",  /* every Proxy-* header, Proxy-Connection included */
+        "host",    "connection",        "keep-alive", "te",
+        "trailer", "transfer-encoding", "upgrade",    "content-length",
+        "proxy-", /* every Proxy-* header, Proxy-Connection included */
     };
     for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++) {
         if (i == sizeof hop / sizeof hop[0] - 1 ? http_iprefix(name, n, hop[i])
@@ -316,9 +316,9 @@ static int finish_request(struct http_request *req, struct head_state *st,
 {
     if (req->version_minor == 1 && st->hosts == 0)
         REFUSE(400, "HTTP/1.1 request without Host");
-    req->body = st->encodings   ? BODY_CHUNKED
-                : st->lengths   ? BODY_LENGTH
-                                : BODY_NONE;
+    req->body = st->encodings ? BODY_CHUNKED
+                : st->lengths ? BODY_LENGTH
+                              : BODY_NONE;
     if (!st->lengths)
         req->content_length = 0;
     if (req->is_connect) {
@@ -326,9 +326,9 @@ static int finish_request(struct http_request *req, struct head_state *st,
             REFUSE(400, "CONNECT with a body");
         req->body = BODY_NONE;
     }
-    req->keep_alive = req->version_minor == 1 ? !st->conn_close
-                                              : (st->conn_keep_alive &&
-                                                 !st->conn_close);
+    req->keep_alive = req->version_minor == 1
+                          ? !st->conn_close
+                          : (st->conn_keep_alive && !st->conn_close);
     size_t kept = 0;
     for (size_t i = 0; i < req->nheaders; i++) {
         const struct http_span *nm = &req->headers[i].name;

@@ -19,9 +19,9 @@ enum http_line_result { LINE_MORE = 0, LINE_DONE = 1, LINE_BAD = -1 };
  * buf[0..lim). On LINE_DONE *eol is the index of the CR. A NUL, a bare LF
  * or a CR not followed by LF is LINE_BAD (with *why).
  */
-static inline enum http_line_result
-http_lex_line(const char *buf, size_t lim, size_t start, size_t *eol,
-              const char **why)
+static inline enum http_line_result http_lex_line(const char *buf, size_t lim,
+                                                  size_t start, size_t *eol,
+                                                  const char **why)
 {
     for (size_t i = start; i < lim; i++) {
         unsigned char c = (unsigned char)buf[i];

@@ -116,15 +116,15 @@ int http_parse_response(const char *buf, size_t len, size_t max_head,
         }
     }
     res->head_len = eol + 2;
-    res->keep_alive = res->version_minor == 1 ? !conn_close
-                                              : conn_keep_alive && !conn_close;
+    res->keep_alive =
+        res->version_minor == 1 ? !conn_close : conn_keep_alive && !conn_close;
     if (request_was_head || status < 200 || status == 204 || status == 304) {
         res->body = BODY_NONE;
     } else if (encodings) {
         /* RFC 9112 6.3: Transfer-Encoding overrides Content-Length, and a
          * message with both must not be reused. */
-        res->body = (encodings == 1 && chunked) ? BODY_CHUNKED
-                                                : BODY_UNTIL_CLOSE;
+        res->body =
+            (encodings == 1 && chunked) ? BODY_CHUNKED : BODY_UNTIL_CLOSE;
         if (lengths || res->body == BODY_UNTIL_CLOSE)
             res->keep_alive = false;
     } else if (lengths) {

@@ -13,14 +13,14 @@
 #include <string.h>
 
 struct hello_opts {
-    const char *sni;       /* NULL: no server_name extension */
-    const char *sni2;      /* a second host_name entry in the same list */
-    bool dup_sni_ext;      /* a second server_name extension */
-    bool no_extensions;    /* stop after compression_methods */
-    size_t pad;            /* bytes of a padding extension (21) */
-    size_t record_size;    /* 0: one record; else records of at most this */
-    uint8_t record_minor;  /* record version 3.x (default 1) */
-    int sid_len;           /* legacy_session_id length (default 32) */
+    const char *sni;      /* NULL: no server_name extension */
+    const char *sni2;     /* a second host_name entry in the same list */
+    bool dup_sni_ext;     /* a second server_name extension */
+    bool no_extensions;   /* stop after compression_methods */
+    size_t pad;           /* bytes of a padding extension (21) */
+    size_t record_size;   /* 0: one record; else records of at most this */
+    uint8_t record_minor; /* record version 3.x (default 1) */
+    int sid_len;          /* legacy_session_id length (default 32) */
 };
 
 struct bytes {

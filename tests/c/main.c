@@ -13,8 +13,8 @@ void check_(int ok, const char *what, const char *file, int line,
         return;
     }
     test_failed++;
-    fprintf(stderr, "FAIL %s:%d: %s%s%s\n", file, line, what,
-            msg ? " -- " : "", msg ? msg : "");
+    fprintf(stderr, "FAIL %s:%d: %s%s%s\n", file, line, what, msg ? " -- " : "",
+            msg ? msg : "");
 }
 
 int main(void)

@@ -47,8 +47,7 @@ static int parse_max(const char *s, size_t n, size_t max, int line)
 #define EXPECT(s, status)                                                      \
     do {                                                                       \
         int r_ = PARSE(s);                                                     \
-        CHECKM(r_ == (status), "got %d (%s) for %s", r_, why ? why : "",       \
-               (s));                                                           \
+        CHECKM(r_ == (status), "got %d (%s) for %s", r_, why ? why : "", (s)); \
     } while (0)
 
 static int has_header(const char *name)
@@ -90,7 +89,8 @@ static void valid_requests(void)
     CHECK(r > 0 && R.is_connect && R.port == 443 &&
           strcmp(R.host, "example.com") == 0 && R.body == BODY_NONE);
 
-    r = PARSE("CONNECT 127.0.0.1:8443 HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n\r\n");
+    r = PARSE(
+        "CONNECT 127.0.0.1:8443 HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n\r\n");
     CHECK(r > 0 && R.host_kind == HOST_IPV4 && R.port == 8443 &&
           R.addr.family == 4 && R.addr.bytes[0] == 127);
 
@@ -102,7 +102,8 @@ static void valid_requests(void)
            (int)strlen("CONNECT example.com:443 HTTP/1.1\r\nHost: "
                        "example.com\r\n\r\n"));
 
-    r = PARSE("GET http://example.com HTTP/1.1\r\nHost: example.com:80\r\n\r\n");
+    r = PARSE(
+        "GET http://example.com HTTP/1.1\r\nHost: example.com:80\r\n\r\n");
     CHECK(r > 0 && span_is(R.path, "/") && R.port == 80);
 
     r = PARSE("GET http://example.com:8080/x HTTP/1.0\r\n\r\n");
@@ -346,9 +347,10 @@ static void refusals(void)
     EXPECT("GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\n", -400);
     EXPECT("GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\r\n\r\n",
            -400);
-    EXPECT("GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nX: a\rb\r\n"
-           "\r\n",
-           -400);
+    EXPECT(
+        "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nX: a\rb\r\n"
+        "\r\n",
+        -400);
     EXPECT("GET http://example.com/ HTTP/1.1\rHost: example.com\r\n\r\n", -400);
     EXPECT("GET http://example.com/ HTTP/1.1\r\nHost : example.com\r\n\r\n",
            -400);

@@ -50,8 +50,7 @@ void test_response(void)
     CHECK(S.keep_alive);
 
     /* No body: HEAD, 1xx, 204, 304, whatever the headers say. */
-    CHECK(parse_resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true) >
-          0);
+    CHECK(parse_resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true) > 0);
     CHECK(S.body == BODY_NONE && S.keep_alive);
     CHECK(parse_resp("HTTP/1.1 204 No Content\r\n\r\n", false) > 0);
     CHECK(S.body == BODY_NONE && S.keep_alive);

@@ -54,8 +54,7 @@ static void found(void)
         o.record_size = sizes[i];
         n = build_hello(&o, H, sizeof H);
         expect_whole(H, n, TLS_SNI_FOUND, __LINE__);
-        CHECKM(strcmp(name, "a.example.net") == 0, "records of %zu",
-               sizes[i]);
+        CHECKM(strcmp(name, "a.example.net") == 0, "records of %zu", sizes[i]);
     }
     o.record_size = 0;
 
@@ -102,9 +101,12 @@ static void absent(void)
 
 static void not_tls(void)
 {
-    const char *texts[] = {"GET / HTTP/1.1\r\n", "SSH-2.0-OpenSSH_9.2\r\n",
-                           "\x17\x03\x03\x00\x05hello", "\x80\x2e\x01\x03\x01",
-                           "\x16\x02\x00", "\x16\x16"};
+    const char *texts[] = {"GET / HTTP/1.1\r\n",
+                           "SSH-2.0-OpenSSH_9.2\r\n",
+                           "\x17\x03\x03\x00\x05hello",
+                           "\x80\x2e\x01\x03\x01",
+                           "\x16\x02\x00",
+                           "\x16\x16"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         CHECKM(sni((const uint8_t *)texts[i], strlen(texts[i])) ==
                    TLS_SNI_NOT_TLS,
@@ -143,9 +145,10 @@ static void malformed(void)
         size_t off;
         int delta;
     } edits[] = {
-        {OFF_HS_LEN + 2, -1},     {OFF_SID_LEN, 1},        {OFF_SID_LEN, -1},
-        {OFF_CIPHERS_LEN + 1, 1}, {OFF_CIPHERS_LEN + 1, 2},
-        {OFF_CIPHERS_LEN + 1, -2}, {OFF_COMP_LEN, 1},     {OFF_COMP_LEN, -1},
+        {OFF_HS_LEN + 2, -1},     {OFF_SID_LEN, 1},
+        {OFF_SID_LEN, -1},        {OFF_CIPHERS_LEN + 1, 1},
+        {OFF_CIPHERS_LEN + 1, 2}, {OFF_CIPHERS_LEN + 1, -2},
+        {OFF_COMP_LEN, 1},        {OFF_COMP_LEN, -1},
         {OFF_EXT_TOTAL + 1, 1},   {OFF_EXT_TOTAL + 1, -1},
         {OFF_SNI_EXT_LEN + 1, 1}, {OFF_SNI_EXT_LEN + 1, -1},
         {OFF_SNI_LIST + 1, 1},    {OFF_SNI_LIST + 1, -1},
@@ -155,8 +158,8 @@ static void malformed(void)
         n = base();
         H[edits[i].off] = (uint8_t)(H[edits[i].off] + edits[i].delta);
         enum tls_sni got = sni(H, n);
-        CHECKM(got == TLS_SNI_MALFORMED, "edit %zu (offset %zu %+d) gave %d",
-               i, edits[i].off, edits[i].delta, got);
+        CHECKM(got == TLS_SNI_MALFORMED, "edit %zu (offset %zu %+d) gave %d", i,
+               edits[i].off, edits[i].delta, got);
     }
 
     n = base();
@@ -203,15 +206,15 @@ static void malformed(void)
     CHECK(sni(H, 57) == TLS_SNI_MALFORMED);
 
     /* Over TLS_HELLO_MAX: MALFORMED, and never NEED_MORE at the limit. */
-    struct hello_opts big = {.sni = "example.com", .pad = 17000,
-                             .record_size = 8000};
+    struct hello_opts big = {
+        .sni = "example.com", .pad = 17000, .record_size = 8000};
     n = build_hello(&big, H, sizeof H);
     CHECK(n > TLS_HELLO_MAX);
     CHECK(sni(H, TLS_HELLO_MAX) == TLS_SNI_MALFORMED);
     CHECK(sni(H, n) == TLS_SNI_MALFORMED);
     /* Just over in records: the total with record headers counts. */
-    struct hello_opts edge = {.sni = "example.com", .pad = 16000,
-                              .record_size = 100};
+    struct hello_opts edge = {
+        .sni = "example.com", .pad = 16000, .record_size = 100};
     n = build_hello(&edge, H, sizeof H);
     CHECK(n > TLS_HELLO_MAX);
     CHECK(sni(H, TLS_HELLO_MAX) == TLS_SNI_MALFORMED);
