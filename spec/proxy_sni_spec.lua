@@ -8,6 +8,12 @@ local isolation = require("isolation")
 local wire = require("support.parsers")
 
 describe("proxy SNI check (wire)", function()
+  if type(isolation.proxy) ~= "function" then
+    -- Only until the proxy engine is merged: the specs need isolation.proxy.
+    pending("isolation.proxy is not built into this module yet")
+    return
+  end
+
   local cap, proxy, events, port
 
   local function open(sni)
