@@ -3,9 +3,10 @@
  * order and a later mount covers an earlier one at or above its path, so the
  * order is the security property here: the fresh tmpfs on /tmp and $HOME
  * first, then the agent's config binds, then every other bind sorted so
- * that a parent comes before anything inside it (a workdir under /tmp or $HOME survives the tmpfs; a read-only
- * bind inside the workdir is not covered by the read-write workdir), and the
- * proxy socket and the bridge program last, at fixed single-file paths.
+ * that a parent comes before anything inside it (a workdir under /tmp or $HOME
+ * survives the tmpfs; a read-only bind inside the workdir is not covered by the
+ * read-write workdir), and the proxy socket and the bridge program last, at
+ * fixed single-file paths.
  */
 #include "isolation.h"
 #include "launch.h"
