@@ -127,7 +127,7 @@ section=$RUN/section.md
     done
     echo
     echo "socat runs exactly as the seed's launch script does (listen backlog 5, one process per client);"
-    echo "its errors under c=$RATE_C are connections reset while its accept queue was full."
+    echo "Errors for socat under load, if any, are connections reset while its accept queue was full."
     echo
     echo "<details><summary>raw loadgen lines</summary>"
     echo
