@@ -290,6 +290,25 @@ describe("isolation-bridge", function()
     server:close()
   end)
 
+  it("keeps no descriptor it inherited: stdio on /dev/null, a listener, its epoll", function()
+    local held = assert(io.open(dir .. "/inherited", "w")) -- Lua's files are not close-on-exec
+    local port = B.free_port()
+    local pid = start(port)
+    held:close()
+    local _, out = helpers.run("ls -l /proc/" .. pid .. "/fd")
+    local targets = {}
+    for fd, target in out:gmatch(" (%d+) %-> ([^\n]+)") do targets[tonumber(fd)] = target end
+    assert.are.equal("/dev/null", targets[0])
+    assert.are.equal("/dev/null", targets[1])
+    assert.are.equal("/dev/null", targets[2])
+    local others = {}
+    for fd, target in pairs(targets) do
+      if fd > 2 then others[#others + 1] = target:gsub("%[%d+%]", "") end
+    end
+    table.sort(others)
+    assert.are.same({ "anon_inode:[eventpoll]", "socket:" }, others)
+  end)
+
   it("leaks no fd, in the bridge or here, over many connections", function()
     local server = B.unix_server(sock, B.echo)
     local port = B.free_port()
