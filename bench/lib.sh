@@ -31,6 +31,16 @@ harness_ready() {
         log "installing ASRT for the asrt rows (setup.sh, no apt)"
         SKIP_APT=1 "$HARNESS/setup.sh" || log "ASRT setup failed: the asrt rows will be skipped"
     fi
+    # ASRT's SandboxManager refuses to start without ripgrep (not in setup.sh)
+    if command -v node >/dev/null && ! command -v rg >/dev/null; then
+        if [ "$(id -u)" = 0 ]; then
+            log "installing ripgrep (ASRT needs it)"
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ripgrep >/dev/null ||
+                log "ripgrep install failed: the asrt rows will be skipped"
+        else
+            log "ripgrep (rg) missing: the asrt rows will be skipped"
+        fi
+    fi
     make -s -C "$HARNESS" || return 1
     # shellcheck source=/dev/null
     . "$HARNESS/lib.sh"        # put_section
