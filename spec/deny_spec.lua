@@ -51,8 +51,11 @@ local function spawn(cmdline)
 end
 
 local CURL = "curl -s -o /dev/null --max-time 15 "
+-- The bridge's port inside the sandbox's own netns: any port works; one of
+-- this run's own tells its bridge processes apart from other sandboxes'.
+local PORT_BASE = 20000 + math.tointeger(require("luv").os_getpid()) % 20000
 
-for _, bridge in ipairs({ "socat", "builtin" }) do
+for index, bridge in ipairs({ "socat", "builtin" }) do
   describe("network deny with the " .. bridge .. " bridge", function()
     local skip = B.skip_without_bwrap()
     local dir, up, hook, proxy, base, rundir, sock
@@ -73,6 +76,7 @@ for _, bridge in ipairs({ "socat", "builtin" }) do
         agent = "custom",
         workdir = dir .. "/work",
         proxy_socket = sock,
+        proxy_port = PORT_BASE + index,
         bridge = bridge,
       }
       if bridge == "builtin" then
@@ -118,7 +122,7 @@ for _, bridge in ipairs({ "socat", "builtin" }) do
       assert.are.equal("403", r.name, out2)
       assert.are.equal("403", r.name_tunnel, out2)
       assert.are.equal("403", r.other_ip, out2)
-      local p = "http://127.0.0.1:" .. (base.proxy_port or 3128)
+      local p = "http://127.0.0.1:" .. base.proxy_port
       assert.are.equal(table.concat({ p, p, p, p, "" }, "|"), r.env)
       -- exactly the two proxied connections reached the upstream
       assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 2 end, 5))
@@ -225,13 +229,24 @@ for _, bridge in ipairs({ "socat", "builtin" }) do
 
     it("leaves nothing of the bridge on the host once the sandbox has ended", function()
       if skip then return end
-      local code = launch(base, CURL .. "http://127.0.0.1:" .. up.http_port .. "/small")
-      assert.are.equal(0, code)
-      -- both bridges name the in-sandbox socket path on their command line
-      assert.are.same({}, processes_with(isolation.SANDBOX_PROXY_SOCKET))
-      if bridge == "builtin" then
-        assert.are.same({}, processes_with(isolation.BRIDGE))
+      -- this run's bridge process, by its argv (NUL-separated: not the
+      -- script text in bwrap's and bash's own command lines)
+      local needle = bridge == "socat" and ("socat\0TCP-LISTEN:" .. base.proxy_port .. ",")
+        or ("\0" .. base.proxy_port .. "\0" .. isolation.SANDBOX_PROXY_SOCKET)
+      local spec = {}
+      for k, v in pairs(base) do spec[k] = v end
+      spec.command = CURL .. "http://127.0.0.1:" .. up.http_port .. "/small; sleep 1"
+      local line = assert(isolation.wrap(spec))
+      helpers.run("timeout -k 5 60 sh -c " .. shq(line) .. " >/dev/null 2>&1 &")
+      local function wait_for(want_running)
+        for _ = 1, 200 do
+          if (#processes_with(needle) > 0) == want_running then return true end
+          helpers.run("sleep 0.05")
+        end
+        return false
       end
+      assert.is_true(wait_for(true), "the sandbox's bridge was never seen running")
+      assert.is_true(wait_for(false), "the bridge outlived its sandbox")
       local idle = false
       for _ = 1, 100 do
         if proxy:stats().active == 0 then idle = true break end
