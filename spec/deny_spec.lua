@@ -30,9 +30,7 @@ end
 -- Processes on the host whose command line mentions `needle` (read here,
 -- so that no helper process with the needle in its own arguments counts).
 local function processes_with(needle)
-  local p = io.popen("ls /proc")
-  local names = p:read("a")
-  p:close()
+  local _, names = helpers.run("ls /proc")
   local pids = {}
   for pid in names:gmatch("%d+") do
     local f = io.open("/proc/" .. pid .. "/cmdline", "rb")
