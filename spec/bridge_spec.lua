@@ -193,6 +193,46 @@ for _, bridge in ipairs(B.bridges) do
   end)
 end
 
+describe("isolation.BRIDGE", function()
+  -- Each case loads a copy of the (non-sanitizer) module from a directory
+  -- of its own, in a child lua5.4.
+  local dir
+  before_each(function() dir = helpers.tmpdir() end)
+  after_each(function() helpers.rmtree(dir) end)
+
+  local function bridge_seen_from(so_dir)
+    local code, out, err = helpers.run("cd / && LUA_CPATH=" .. helpers.shquote(so_dir .. "/?.so")
+      .. " lua5.4 -e 'print(require(\"isolation\").BRIDGE)'")
+    assert.are.equal(0, code, err)
+    return (out:gsub("\n$", ""))
+  end
+
+  it("is the isolation-bridge beside the loaded isolation.so, by its real path", function()
+    assert(os.execute("cp build/isolation.so build/isolation-bridge " .. helpers.shquote(dir)))
+    assert.are.equal(dir .. "/isolation-bridge", bridge_seen_from(dir))
+    -- loaded through a symlinked directory: still the real path
+    assert(os.execute("ln -s " .. helpers.shquote(dir) .. " " .. helpers.shquote(dir .. "/link")))
+    assert.are.equal(dir .. "/isolation-bridge", bridge_seen_from(dir .. "/link"))
+  end)
+
+  it("is nil when no executable bridge is beside the module", function()
+    assert(os.execute("cp build/isolation.so " .. helpers.shquote(dir)))
+    assert.are.equal("nil", bridge_seen_from(dir))
+    assert(os.execute("cp build/isolation-bridge " .. helpers.shquote(dir) .. " && chmod 0644 "
+      .. helpers.shquote(dir .. "/isolation-bridge")))
+    assert.are.equal("nil", bridge_seen_from(dir))
+    assert(os.execute("rm " .. helpers.shquote(dir .. "/isolation-bridge") .. " && mkdir "
+      .. helpers.shquote(dir .. "/isolation-bridge")))
+    assert.are.equal("nil", bridge_seen_from(dir))
+  end)
+
+  it("is the build's bridge in this process", function()
+    local isolation = require("isolation")
+    local _, real = helpers.run("realpath " .. B.bin())
+    assert.are.equal((real:gsub("\n$", "")), isolation.BRIDGE)
+  end)
+end)
+
 describe("isolation-bridge", function()
   local bin = B.bin()
   local dir, sock, pids
