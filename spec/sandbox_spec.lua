@@ -146,6 +146,21 @@ describe("real bwrap sandbox", function()
     assert.are.equal(odd .. "\n", helpers.read(odd .. "/here.txt"))
   end)
 
+  it("ca_cert is one read-only file: the key beside it stays out, the variables name it", function()
+    local pki = T .. "/pki"
+    assert(os.execute("mkdir -p " .. q(pki)))
+    helpers.write(pki .. "/ca.pem", "CERT\n")
+    helpers.write(pki .. "/ca.key", "KEY\n")
+    local code, out, err = sandbox({ ca_cert = pki .. "/ca.pem", command = "cat \"$SSL_CERT_FILE\"; "
+      .. "echo \"$NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE $GIT_SSL_CAINFO $CARGO_HTTP_CAINFO $CURL_CA_BUNDLE\"; "
+      .. "cat " .. q(pki .. "/ca.key") .. " 2>/dev/null || echo no-key; "
+      .. "echo x 2>/dev/null >> \"$SSL_CERT_FILE\" || echo read-only" })
+    assert.are.equal(0, code, err)
+    local ca = pki .. "/ca.pem"
+    assert.are.equal("CERT\n" .. table.concat({ ca, ca, ca, ca, ca }, " ") .. "\nno-key\nread-only\n", out)
+    assert.are.equal("CERT\n", helpers.read(ca))
+  end)
+
   describe("network deny", function()
     local proxy_sock, listener_port
 
@@ -175,6 +190,20 @@ describe("real bwrap sandbox", function()
       assert.are.equal(0, code, err)
       assert.are.equal("ping1\nping2\nping3\n"
         .. "http://127.0.0.1:3128 http://127.0.0.1:3128 http://127.0.0.1:3128 http://127.0.0.1:3128 []\n", out)
+    end)
+
+    it("runs a command full of quotes and $ exactly, as bash -c command", function()
+      local cmd = [[printf '%s|' "it's" '$HOME' "a\"b" `echo tick` $((1+1)); echo]]
+      local code, out, err = deny({ command = cmd })
+      assert.are.equal(0, code, err)
+      assert.are.equal([[it's|$HOME|a"b|tick|2|]] .. "\n", out)
+    end)
+
+    it("shows the proxy socket only as a single file at the fixed path", function()
+      local code, out, err = deny({ command = "test -S " .. isolation.SANDBOX_PROXY_SOCKET .. " && echo socket; "
+        .. "ls -A /run/isolation; test -e " .. q(T) .. "/proxy.sock || echo host-path-hidden" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("socket\nproxy.sock\nhost-path-hidden\n", out)
     end)
 
     it("honours proxy_port", function()
