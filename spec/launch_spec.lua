@@ -399,6 +399,20 @@ describe("refusals name the field", function()
     end)
   end
 
+  it("takes 128 binds and 128 ro_binds, and refuses a 129th", function()
+    local b, r = {}, {}
+    for k = 1, 128 do b[k], r[k] = "/srv/b" .. k, "$HOME/r" .. k end
+    local argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", binds = b, ro_binds = r,
+      config = { mode = "bwrap", network = "deny" }, proxy_socket = "/p" }))
+    assert.truthy(index_of(argv, "--bind", "/srv/b128", "/srv/b128"))
+    assert.truthy(index_of(argv, "--ro-bind", "$HOME/r128", "$HOME/r128"))
+    assert.truthy(isolation.wrap({ config = { mode = "docker" }, workdir = "/w", command = "c", binds = b, ro_binds = r }))
+    b[129] = "/x"
+    local res, err = isolation.bwrap_argv({ workdir = "/w", command = "c", binds = b })
+    assert.is_nil(res)
+    assert.matches("binds has 129 entries", err, 1, true)
+  end)
+
   it("messages show the bad value, escaped", function()
     local _, err = isolation.bwrap_argv({ workdir = "rel\n\27[2J", command = "c" })
     assert.truthy(err:find('(got "rel\\n\\x1b[2J")', 1, true))

@@ -153,6 +153,8 @@ static int check_bind_list(lua_State *L, int v, const char *field, bool docker,
                         (LUAI_UACINT)count, LAUNCH_MAX_BINDS);
         return 0;
     }
+    /* each element and its name stay on the stack while the spec is used */
+    luaL_checkstack(L, 2 * (int)count + 8, "too many binds");
     for (lua_Integer i = 1; i <= count; i++) {
         lua_pushfstring(L, "%s[%I]", field, (LUAI_UACINT)i);
         const char *name = lua_tostring(L, -1);
@@ -282,6 +284,7 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     idx = lua_absindex(L, idx);
     module_idx = lua_absindex(L, module_idx);
     luaL_checktype(L, idx, LUA_TTABLE);
+    luaL_checkstack(L, 48, "launch spec");
     memset(s, 0, sizeof *s);
     if (!check_keys(L, idx) || !read_config(L, idx, forced, s))
         return 0;
