@@ -406,7 +406,8 @@ describe("refusals name the field", function()
       config = { mode = "bwrap", network = "deny" }, proxy_socket = "/p" }))
     assert.truthy(index_of(argv, "--bind", "/srv/b128", "/srv/b128"))
     assert.truthy(index_of(argv, "--ro-bind", "$HOME/r128", "$HOME/r128"))
-    assert.truthy(isolation.wrap({ config = { mode = "docker" }, workdir = "/w", command = "c", binds = b, ro_binds = r }))
+    assert.truthy(isolation.wrap({ config = { mode = "docker" }, workdir = "/w", command = "c",
+      binds = b, ro_binds = r }))
     b[129] = "/x"
     local res, err = isolation.bwrap_argv({ workdir = "/w", command = "c", binds = b })
     assert.is_nil(res)
