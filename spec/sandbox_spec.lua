@@ -221,17 +221,38 @@ describe("real bwrap sandbox", function()
       assert.is_nil(out:find("direct", 1, true))
     end)
 
-    it("fails clearly when the bridge cannot listen", function()
-      -- the port is taken inside the sandbox before the script runs: a bridge
-      -- that cannot listen must stop the launch, not run the command
-      local spec = { config = { mode = "bwrap", network = "deny" }, proxy_socket = proxy_sock, workdir = work,
-        command = "echo started" }
-      local argv = assert(isolation.bwrap_argv(spec))
-      local script = argv[#argv - 2]
-      local broken = script:gsub("socat TCP%-LISTEN", "false TCP-LISTEN")
-      local code, out, err = support.run_line(isolation.wrap({ command = broken }), home)
-      assert.are_not.equal(0, code)
-      assert.is_nil(out:find("started", 1, true))
+    it("bridge builtin: runs bridge_path with port and socket, and the command once it returns 0", function()
+      -- a stand-in with the built-in bridge's contract: listen, fork, exit 0
+      local stand_in = T .. "/stand-in-bridge"
+      helpers.write(stand_in, "#!/bin/bash\n"
+        .. "socat TCP-LISTEN:$1,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:$2 </dev/null >/dev/null 2>&1 &\n"
+        .. "hex=$(printf '%04X' \"$1\")\n"
+        .. "for _ in $(seq 1000); do grep -q \": 0100007F:$hex 00000000:0000 0A\" /proc/net/tcp && exit 0; "
+        .. "sleep 0.01; done; exit 1\n")
+      assert(os.execute("chmod 755 " .. q(stand_in)))
+      local code, out, err = deny({ bridge = "builtin", bridge_path = stand_in, proxy_port = 4123,
+        command = "echo via-builtin | socat -T 5 - TCP:127.0.0.1:4123; echo $HTTPS_PROXY" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("via-builtin\nhttp://127.0.0.1:4123\n", out)
+
+      local failing = T .. "/failing-bridge"
+      helpers.write(failing, "#!/bin/sh\necho 'bridge: cannot listen' >&2\nexit 1\n")
+      assert(os.execute("chmod 755 " .. q(failing)))
+      code, out, err = deny({ bridge = "builtin", bridge_path = failing, command = "echo started" })
+      assert.are.equal(126, code)
+      assert.are.equal("", out)
+      assert.truthy(err:find("isolation: the built-in bridge did not start on 127.0.0.1:3128", 1, true), err)
+    end)
+
+    it("fails clearly, without running the command, when the bridge never listens", function()
+      -- the real sandbox line with a bridge that exits at once instead of listening
+      local line = assert(isolation.wrap({ config = { mode = "bwrap", network = "deny" }, proxy_socket = proxy_sock,
+        workdir = work, command = "echo started" }))
+      local broken, n = line:gsub("socat TCP%-LISTEN", "false TCP-LISTEN")
+      assert.are.equal(1, n)
+      local code, out, err = support.run_line(broken, home)
+      assert.are.equal(126, code)
+      assert.are.equal("", out)
       assert.truthy(err:find("isolation: the network bridge (socat) is not listening on 127.0.0.1:3128", 1, true))
     end)
   end)
