@@ -12,6 +12,8 @@ local SYSTEM = {
   "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "$HOME",
 }
 local UNSHARE = { "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent" }
+local CAPS = { "--cap-drop", "ALL" }
+local DOCKER_PRIVS = { "--cap-drop", "ALL", "--security-opt", "no-new-privileges" }
 
 local AGENT_BINDS = {
   claude = { "$HOME/.claude", "$HOME/.claude.json" },
@@ -74,7 +76,7 @@ describe("bwrap_argv", function()
       }))
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
         { "--bind", "/srv/project", "/srv/project", "--chdir", "/srv/project" },
-        UNSHARE, { "--", "bash", "-c", "run --it" }), argv)
+        CAPS, UNSHARE, { "--", "bash", "-c", "run --it" }), argv)
     end)
 
     it(agent .. ", network deny: the exact argv, socket as a single file, bridge script", function()
@@ -85,7 +87,7 @@ describe("bwrap_argv", function()
       local script = argv[#argv - 2]
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
         { "--bind", "/srv/project", "/srv/project", "--bind", "/var/lib/lectern/s1.sock", SOCK,
-          "--chdir", "/srv/project", "--unshare-net" },
+          "--chdir", "/srv/project", "--cap-drop", "ALL", "--unshare-net" },
         UNSHARE, { "--", "bash", "-c", script, "bash", "run --it" }), argv)
       -- listening address first, then the socket
       assert.truthy(script:find("socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:" .. SOCK, 1, true))
@@ -230,7 +232,7 @@ describe("docker_argv", function()
         local argv = assert(isolation.docker_argv({
           config = { mode = "docker", network = network }, agent = agent, workdir = "/srv/p", command = "run it",
         }))
-        assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" },
+        assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" }, DOCKER_PRIVS,
           network == "deny" and { "--network", "none" } or {},
           { "-v", "/srv/p:/srv/p", "-w", "/srv/p" }, agent_docker(agent),
           { "-e", "HOME=$HOME", "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
@@ -244,6 +246,7 @@ describe("docker_argv", function()
       tty = false, binds = { "$HOME/.npm", "/data" }, ro_binds = { "/opt/ref" }, ca_cert = "/etc/ca.pem",
     }))
     assert.are.same({ "docker", "run", "--rm", "-i", "--user", "$(id -u):$(id -g)",
+      "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
       "-v", "/srv/p:/srv/p", "-w", "/srv/p", "-e", "HOME=$HOME",
       "-v", "$HOME/.npm:$HOME/.npm", "-v", "/data:/data", "-v", "/opt/ref:/opt/ref:ro",
       "-v", "/etc/ca.pem:/etc/ca.pem:ro",
@@ -346,6 +349,7 @@ describe("refusals name the field", function()
     { "proxy_socket", { workdir = W, command = "c", config = DENY, proxy_socket = "run/p.sock" } },
     { "proxy_socket", { workdir = W, command = "c", config = DENY, proxy_socket = "/" } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = 0 } },
+    { "proxy_port", { workdir = W, command = "c", proxy_port = 80 } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = 65536 } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = 3128.5 } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = "3128" } },

@@ -126,6 +126,17 @@ describe("real bwrap sandbox", function()
     assert.are.equal(0, (helpers.run("kill -0 " .. pid)))
   end)
 
+  it("has no capability: cannot make a device node or mount, even when launched by root", function()
+    local code, out, err = sandbox({ command = "grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; "
+      .. "mknod disk b 7 0 2>/dev/null && echo mknod-worked; mkdir -p m; "
+      .. "mount -t tmpfs none m 2>/dev/null && echo mount-worked; true" })
+    assert.are.equal(0, code, err)
+    assert.matches("CapEff:%s+0000000000000000\n", out)
+    assert.matches("NoNewPrivs:%s+1\n", out)
+    assert.is_nil(out:find("worked", 1, true))
+    assert.is_nil(helpers.read(work .. "/disk"))
+  end)
+
   it("works with a workdir under $HOME, an extra bind under /tmp, and ro_binds stay read-only", function()
     local code, _, err = sandbox({ workdir = home .. "/proj", binds = { T .. "/extra" },
       ro_binds = { "$HOME/.gitconfig", T .. "/extra/ro.txt" },

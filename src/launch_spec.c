@@ -235,8 +235,9 @@ static int read_port(lua_State *L, int idx, struct launch_spec *s)
     lua_Integer port = 0;
     if (lua_type(L, v) == LUA_TNUMBER)
         port = lua_tointegerx(L, v, &ok);
-    if (!ok || port < 1 || port > 65535)
-        return fail_got(L, v, "proxy_port", "must be an integer 1..65535");
+    /* the sandbox has no capability: it cannot listen below 1024 */
+    if (!ok || port < 1024 || port > 65535)
+        return fail_got(L, v, "proxy_port", "must be an integer 1024..65535");
     s->proxy_port = (int)port;
     return 1;
 }
