@@ -256,6 +256,22 @@ describe("docker_argv", function()
       "ghcr.io/example/agent:1", "bash", "-c", "c" }, argv)
   end)
 
+  it("refuses a mount point given twice (docker would), naming both", function()
+    local res, err = isolation.docker_argv({ config = { mode = "docker" }, agent = "codex", workdir = "/w",
+      command = "c", binds = { "$HOME/.codex/" } })
+    assert.is_nil(res)
+    assert.matches("binds[1] mounts the same path as agent codex config", err, 1, true)
+    res, err = isolation.docker_argv({ config = { mode = "docker" }, workdir = "/w", command = "c",
+      binds = { "/data" }, ro_binds = { "/data" } })
+    assert.is_nil(res)
+    assert.matches("ro_binds[1] mounts the same path as binds[1]", err, 1, true)
+    -- bwrap applies both in order: the read-only one comes last and wins
+    local argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", binds = { "/data" },
+      ro_binds = { "/data", "/w" } }))
+    assert.is_true(index_of(argv, "--ro-bind", "/data", "/data") > index_of(argv, "--bind", "/data", "/data"))
+    assert.is_true(index_of(argv, "--ro-bind", "/w", "/w") > index_of(argv, "--bind", "/w", "/w"))
+  end)
+
   it("needs no proxy_socket for deny (--network none has no bridge)", function()
     local argv = assert(isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/w",
       command = "c" }))
