@@ -7,12 +7,6 @@ local isolation = require("isolation")
 local wire = require("support.parsers")
 
 describe("proxy strict parsing (wire)", function()
-  if type(isolation.proxy) ~= "function" then
-    -- Only until the proxy engine is merged: the specs need isolation.proxy.
-    pending("isolation.proxy is not built into this module yet")
-    return
-  end
-
   local cap, proxy, events, port
 
   before_each(function()
