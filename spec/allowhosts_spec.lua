@@ -5,7 +5,7 @@ local isolation = require("isolation")
 local helpers = require("helpers")
 
 local AGENT_HOSTS = {
-  claude = { "api.anthropic.com", "console.anthropic.com" },
+  claude = { "api.anthropic.com", "platform.claude.com", "console.anthropic.com" },
   codex = { "api.openai.com", "auth.openai.com", "chatgpt.com" },
   gemini = { "generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com" },
 }

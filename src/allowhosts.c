@@ -19,8 +19,9 @@
  * token; telemetry and error-reporting hosts are left out on purpose.
  */
 static const char *const claude_hosts[] = {
-    "api.anthropic.com",     /* the Messages API */
-    "console.anthropic.com", /* OAuth token refresh of a console login */
+    "api.anthropic.com",     /* the Messages API, profile, feature flags */
+    "platform.claude.com",   /* OAuth token exchange and refresh */
+    "console.anthropic.com", /* the same, for older Claude Code releases */
     NULL,
 };
 static const char *const codex_hosts[] = {
