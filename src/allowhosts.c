@@ -13,6 +13,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /*
  * The model API hosts each agent CLI needs to run and to refresh its login
