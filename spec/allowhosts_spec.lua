@@ -124,8 +124,8 @@ describe("default_allow_hosts", function()
     assert_no_duplicates(list)
     assert.is_false(isolation.host_allowed(list, "unlisted.example.org", 443))
     local ok, err = isolation.config({ mode = "bwrap", network = "deny", allow_hosts = list })
-    if err and err:find("not implemented", 1, true) then return end
     assert.is_table(ok, err)
+    assert.are.same(list, ok.allow_hosts)
   end)
 
   it("returns a new table each call, and the same content", function()
