@@ -126,6 +126,17 @@ describe("real bwrap sandbox", function()
     assert.are.equal(0, (helpers.run("kill -0 " .. pid)))
   end)
 
+  it("has no capability: cannot make a device node or mount, even when launched by root", function()
+    local code, out, err = sandbox({ command = "grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; "
+      .. "mknod disk b 7 0 2>/dev/null && echo mknod-worked; mkdir -p m; "
+      .. "mount -t tmpfs none m 2>/dev/null && echo mount-worked; true" })
+    assert.are.equal(0, code, err)
+    assert.matches("CapEff:%s+0000000000000000\n", out)
+    assert.matches("NoNewPrivs:%s+1\n", out)
+    assert.is_nil(out:find("worked", 1, true))
+    assert.is_nil(helpers.read(work .. "/disk"))
+  end)
+
   it("works with a workdir under $HOME, an extra bind under /tmp, and ro_binds stay read-only", function()
     local code, _, err = sandbox({ workdir = home .. "/proj", binds = { T .. "/extra" },
       ro_binds = { "$HOME/.gitconfig", T .. "/extra/ro.txt" },
@@ -144,6 +155,21 @@ describe("real bwrap sandbox", function()
     local code, _, err = sandbox({ workdir = odd, command = "pwd > here.txt" })
     assert.are.equal(0, code, err)
     assert.are.equal(odd .. "\n", helpers.read(odd .. "/here.txt"))
+  end)
+
+  it("ca_cert is one read-only file: the key beside it stays out, the variables name it", function()
+    local pki = T .. "/pki"
+    assert(os.execute("mkdir -p " .. q(pki)))
+    helpers.write(pki .. "/ca.pem", "CERT\n")
+    helpers.write(pki .. "/ca.key", "KEY\n")
+    local code, out, err = sandbox({ ca_cert = pki .. "/ca.pem", command = "cat \"$SSL_CERT_FILE\"; "
+      .. "echo \"$NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE $GIT_SSL_CAINFO $CARGO_HTTP_CAINFO $CURL_CA_BUNDLE\"; "
+      .. "cat " .. q(pki .. "/ca.key") .. " 2>/dev/null || echo no-key; "
+      .. "echo x 2>/dev/null >> \"$SSL_CERT_FILE\" || echo read-only" })
+    assert.are.equal(0, code, err)
+    local ca = pki .. "/ca.pem"
+    assert.are.equal("CERT\n" .. table.concat({ ca, ca, ca, ca, ca }, " ") .. "\nno-key\nread-only\n", out)
+    assert.are.equal("CERT\n", helpers.read(ca))
   end)
 
   describe("network deny", function()
@@ -177,6 +203,20 @@ describe("real bwrap sandbox", function()
         .. "http://127.0.0.1:3128 http://127.0.0.1:3128 http://127.0.0.1:3128 http://127.0.0.1:3128 []\n", out)
     end)
 
+    it("runs a command full of quotes and $ exactly, as bash -c command", function()
+      local cmd = [[printf '%s|' "it's" '$HOME' "a\"b" `echo tick` $((1+1)); echo]]
+      local code, out, err = deny({ command = cmd })
+      assert.are.equal(0, code, err)
+      assert.are.equal([[it's|$HOME|a"b|tick|2|]] .. "\n", out)
+    end)
+
+    it("shows the proxy socket only as a single file at the fixed path", function()
+      local code, out, err = deny({ command = "test -S " .. isolation.SANDBOX_PROXY_SOCKET .. " && echo socket; "
+        .. "ls -A /run/isolation; test -e " .. q(T) .. "/proxy.sock || echo host-path-hidden" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("socket\nproxy.sock\nhost-path-hidden\n", out)
+    end)
+
     it("honours proxy_port", function()
       local code, out, err = deny({ proxy_port = 18123, command = "echo hi | socat -T 5 - TCP:127.0.0.1:18123" })
       assert.are.equal(0, code, err)
@@ -192,17 +232,38 @@ describe("real bwrap sandbox", function()
       assert.is_nil(out:find("direct", 1, true))
     end)
 
-    it("fails clearly when the bridge cannot listen", function()
-      -- the port is taken inside the sandbox before the script runs: a bridge
-      -- that cannot listen must stop the launch, not run the command
-      local spec = { config = { mode = "bwrap", network = "deny" }, proxy_socket = proxy_sock, workdir = work,
-        command = "echo started" }
-      local argv = assert(isolation.bwrap_argv(spec))
-      local script = argv[#argv - 2]
-      local broken = script:gsub("socat TCP%-LISTEN", "false TCP-LISTEN")
-      local code, out, err = support.run_line(isolation.wrap({ command = broken }), home)
-      assert.are_not.equal(0, code)
-      assert.is_nil(out:find("started", 1, true))
+    it("bridge builtin: runs bridge_path with port and socket, and the command once it returns 0", function()
+      -- a stand-in with the built-in bridge's contract: listen, fork, exit 0
+      local stand_in = T .. "/stand-in-bridge"
+      helpers.write(stand_in, "#!/bin/bash\n"
+        .. "socat TCP-LISTEN:$1,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:$2 </dev/null >/dev/null 2>&1 &\n"
+        .. "hex=$(printf '%04X' \"$1\")\n"
+        .. "for _ in $(seq 1000); do grep -q \": 0100007F:$hex 00000000:0000 0A\" /proc/net/tcp && exit 0; "
+        .. "sleep 0.01; done; exit 1\n")
+      assert(os.execute("chmod 755 " .. q(stand_in)))
+      local code, out, err = deny({ bridge = "builtin", bridge_path = stand_in, proxy_port = 4123,
+        command = "echo via-builtin | socat -T 5 - TCP:127.0.0.1:4123; echo $HTTPS_PROXY" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("via-builtin\nhttp://127.0.0.1:4123\n", out)
+
+      local failing = T .. "/failing-bridge"
+      helpers.write(failing, "#!/bin/sh\necho 'bridge: cannot listen' >&2\nexit 1\n")
+      assert(os.execute("chmod 755 " .. q(failing)))
+      code, out, err = deny({ bridge = "builtin", bridge_path = failing, command = "echo started" })
+      assert.are.equal(126, code)
+      assert.are.equal("", out)
+      assert.truthy(err:find("isolation: the built-in bridge did not start on 127.0.0.1:3128", 1, true), err)
+    end)
+
+    it("fails clearly, without running the command, when the bridge never listens", function()
+      -- the real sandbox line with a bridge that exits at once instead of listening
+      local line = assert(isolation.wrap({ config = { mode = "bwrap", network = "deny" }, proxy_socket = proxy_sock,
+        workdir = work, command = "echo started" }))
+      local broken, n = line:gsub("socat TCP%-LISTEN", "false TCP-LISTEN")
+      assert.are.equal(1, n)
+      local code, out, err = support.run_line(broken, home)
+      assert.are.equal(126, code)
+      assert.are.equal("", out)
       assert.truthy(err:find("isolation: the network bridge (socat) is not listening on 127.0.0.1:3128", 1, true))
     end)
   end)

@@ -131,6 +131,12 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
             argv_add(&b, *e);
             argv_add(&b, s->ca_cert);
         }
+    /*
+     * bwrap started by root leaves the sandbox every capability: it could
+     * mknod the host's disk and mount it. No capability, whoever launches.
+     */
+    argv_add(&b, "--cap-drop");
+    argv_add(&b, "ALL");
     if (s->deny)
         argv_add(&b, "--unshare-net");
     argv_add(&b, "--unshare-pid");

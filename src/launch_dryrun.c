@@ -91,6 +91,8 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
                                 "the host's network");
     luaL_addstring(b, " (and a user namespace unless bwrap is setuid); "
                       "dies with its parent\n");
+    luaL_addstring(b, "privileges: no capabilities (--cap-drop ALL), no new "
+                      "privileges\n");
     if (s->deny) {
         lua_pushfstring(L,
                         "network: deny: only 127.0.0.1:%d -> %s -> "
@@ -157,6 +159,8 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
                       "computed by the target's shell)\n");
     luaL_addstring(b, "namespaces: docker's own container (mount, pid, "
                       "ipc, uts, net)\n");
+    luaL_addstring(b, "privileges: no capabilities (--cap-drop ALL), no new "
+                      "privileges\n");
     luaL_addstring(b, s->deny
                           ? "network: deny: none (--network none): no "
                             "network at all, not even the model API\n"

@@ -267,7 +267,7 @@ static int parse_opts(lua_State *L, struct proxy_opts *o,
     char err[512];
     *allow = hostpat_from_lua(L, lua_gettop(L), "allow", err, sizeof err);
     if (!*allow) {
-        lua_pushstring(L, err);
+        lua_pushfstring(L, "isolation: %s", err);
         return -1;
     }
     lua_pop(L, 1);
@@ -465,7 +465,7 @@ static int proxy_set_allow(lua_State *L)
     hostpat_list *list = hostpat_from_lua(L, 2, "allow", err, sizeof err);
     if (!list) {
         lua_pushnil(L);
-        lua_pushstring(L, err);
+        lua_pushfstring(L, "isolation: %s", err);
         return 2;
     }
     struct proxy_allow *a = proxy_allow_new(list);
