@@ -193,6 +193,38 @@ for _, bridge in ipairs(B.bridges) do
   end)
 end
 
+describe("socat with the first seed's argument order (unix side first)", function()
+  it("fails the in-a-row test: every client shares one upstream connection", function()
+    local dir = helpers.tmpdir()
+    local sock, port = dir .. "/up.sock", B.free_port()
+    -- like the proxy ending a tunnel: answer what came, then close
+    local server, stats = B.unix_server(sock, function(c)
+      c:read_start(function(err, data)
+        c:read_stop()
+        if err or not data then c:close() return end
+        c:write(data, function() c:shutdown(function() c:close() end) end)
+      end)
+    end)
+    local pid = B.start_socat(port, sock, true)
+    local ok = 0
+    for i = 1, 3 do
+      local msg = "request " .. i
+      local c = B.client(port, function(t) t:write(msg); t:shutdown() end)
+      B.run_until(function() return c.eof end, 5)
+      if c.data() == msg then ok = ok + 1 end
+      c.close()
+    end
+    B.kill(pid)
+    server:close()
+    uv.run("nowait")
+    helpers.rmtree(dir)
+    -- the proof that the relay tests above can catch the seed's bug: one
+    -- upstream connection for all, and every client after the first fails
+    assert.are.equal(1, stats.count)
+    assert.are.equal(1, ok)
+  end)
+end)
+
 describe("isolation.BRIDGE", function()
   -- Each case loads a copy of the (non-sanitizer) module from a directory
   -- of its own, in a child lua5.4.

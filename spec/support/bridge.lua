@@ -86,11 +86,18 @@ function M.start_builtin(port, sock)
   return assert(M.listener_pid(port), "no listener after the bridge exited 0")
 end
 
+-- The first seed's bug: the unix side first, dialed once for all clients.
+M.SOCAT_REVERSED_FMT = "socat UNIX-CONNECT:%s TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork"
+
 --- Starts socat exactly as the seed's launch script does; returns its pid.
-function M.start_socat(port, sock)
+--- reversed: the arguments in the first seed's (broken) order.
+function M.start_socat(port, sock, reversed)
   -- SOCAT_OPTS="-d -d" SOCAT_LOG=/tmp/socat.log: socat's own account, when debugging
-  local fmt = M.SOCAT_FMT:gsub("^socat", "socat " .. (os.getenv("SOCAT_OPTS") or ""))
-  local code, out = helpers.run(string.format(fmt, port, helpers.shquote(sock))
+  local opts = "socat " .. (os.getenv("SOCAT_OPTS") or "")
+  local line = reversed
+    and string.format(M.SOCAT_REVERSED_FMT:gsub("^socat", opts), helpers.shquote(sock), port)
+    or string.format(M.SOCAT_FMT:gsub("^socat", opts), port, helpers.shquote(sock))
+  local code, out = helpers.run(line
     .. " >" .. (os.getenv("SOCAT_LOG") or "/dev/null") .. " 2>&1 & echo $!")
   assert(code == 0)
   local pid = tonumber(out:match("%d+"))
