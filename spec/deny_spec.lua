@@ -127,6 +127,44 @@ for index, bridge in ipairs({ "socat", "builtin" }) do
       assert.are.equal(accepts + 2, up:stats().http_accepts)
     end)
 
+    it("has no other way out: UDP and IPv6 loopback listeners on the host get nothing", function()
+      if skip then return end
+      local got = dir .. "/udp-" .. bridge
+      local udp_port, tcp6_port = B.free_port(), B.free_port()
+      local udp = spawn("socat -u UDP-RECV:" .. udp_port .. ",bind=127.0.0.1 OPEN:" .. shq(got) .. ",creat,append")
+      local tcp6 = spawn("socat TCP6-LISTEN:" .. tcp6_port .. ",bind=[::1],reuseaddr,fork SYSTEM:'echo tcp6-reached'")
+      local ok, why = pcall(function()
+        -- both listeners are real: the host reaches them
+        local reached = false
+        for _ = 1, 100 do
+          if helpers.run("socat -u TCP6:[::1]:" .. tcp6_port .. " - | grep -q reached") == 0 then
+            reached = true
+            break
+          end
+          helpers.run("sleep 0.05")
+        end
+        assert.is_true(reached, "no IPv6 loopback listener on the host")
+        helpers.run("echo from-host | socat -u - UDP:127.0.0.1:" .. udp_port)
+        for _ = 1, 100 do
+          if (helpers.read(got) or "") ~= "" then break end
+          helpers.run("sleep 0.05")
+        end
+        assert.are.equal("from-host\n", helpers.read(got))
+        local script = "echo from-sandbox > /dev/udp/127.0.0.1/" .. udp_port .. "; echo udp=$?\n"
+          .. "socat -u TCP6:[::1]:" .. tcp6_port .. " - 2>/dev/null; echo tcp6=$?\n"
+          .. CURL .. "--noproxy '*' -g 'http://[::1]:" .. tcp6_port .. "/'; echo curl6=$?"
+        local code, out, err = launch(base, script)
+        assert.are.equal(0, code, err)
+        assert.is_nil(out:find("reached"), out)
+        assert.are_not.equal("0", kv(out).tcp6, out)
+        assert.are_not.equal("0", kv(out).curl6, out)
+        helpers.run("sleep 0.3")
+        assert.are.equal("from-host\n", helpers.read(got)) -- the sandbox's datagram never arrived
+      end)
+      helpers.run("kill " .. udp .. " " .. tcp6)
+      assert(ok, why)
+    end)
+
     it("reaches the controller's hook on the host's loopback through the proxy", function()
       if skip then return end
       local before = hook:stats().requests
