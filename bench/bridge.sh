@@ -8,7 +8,8 @@
 #   socat     through socat with the seed's argument order, fork per client
 # connect-latency: sequential CONNECT + GET /small tunnels (p50, p99);
 # connect-rate: C concurrent clients for T s (tunnels/s, the bridge's CPU per
-# tunnel); idle-tunnels: K tunnels to the harness's blast held open (Pss
+# tunnel); tunnel-throughput: one tunnel to blast, down and up (MB/s);
+# idle-tunnels: K tunnels to the harness's blast held open (Pss
 # growth of the bridge's process tree per tunnel: socat forks one process
 # per client). Added latency = p50 minus the unix p50.
 #
@@ -29,7 +30,7 @@ QUICK=${QUICK:-}
 [ "$QUICK" = 0 ] && QUICK=
 if [ -n "$QUICK" ]; then LAT_N=${LAT_N:-500}; RATE_T=${RATE_T:-3}; else LAT_N=${LAT_N:-3000}; RATE_T=${RATE_T:-8}; fi
 RATE_C=${RATE_C:-32}
-if [ -n "$QUICK" ]; then IDLE_K=${IDLE_K:-300}; else IDLE_K=${IDLE_K:-1000}; fi
+if [ -n "$QUICK" ]; then IDLE_K=${IDLE_K:-300}; TP=${TP:-256M}; else IDLE_K=${IDLE_K:-1000}; TP=${TP:-1G}; fi
 WARM=${WARM:-0.5}
 NGINX_PORT=${NGINX_PORT:-18080}
 BLAST_PORT=${BLAST_PORT:-18081}
@@ -111,6 +112,15 @@ for via in "${VIAS[@]}"; do
     echo "$l" >>"$RUN/raw.txt"
     R[$via,rate]=$(kv "$l" rate_per_s); R[$via,rate_p99]=$(kv "$l" p99_us)
     R[$via,cpu]=$(kv "$l" proxy_cpu_us_per_op); R[$via,rate_err]=$(kv "$l" err)
+    for dir in down up; do
+        targs=("${args[@]}" --target "127.0.0.1:$BLAST_PORT" --bytes "$TP" --label "$via" --max-time 80)
+        [ $dir = up ] && targs+=(--up)
+        l=$(timeout -k 5 100 "$LG" tunnel-throughput "${targs[@]}" 2>>"$RUN/loadgen.stderr")
+        log "  $l"
+        echo "$l" >>"$RUN/raw.txt"
+        R[$via,tput_$dir]=$(kv "$l" mb_per_s)
+        R[$via,tput_err]=$(( ${R[$via,tput_err]:-0} + $(kv "$l" err | grep . || echo 0) ))
+    done
     if [ "$via" != direct ]; then
         sleep 1     # let the proxy end the last tunnels first
         l=$(timeout -k 5 100 "$LG" idle-tunnels "${args[@]}" --target "127.0.0.1:$BLAST_PORT" \
@@ -129,21 +139,21 @@ section=$RUN/section.md
     echo "Run $(date '+%F %T %Z') on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)." \
          "One proxy (bench/isolation-proxy.lua, thread mode, unix socket), nginx /small as the upstream;" \
          "connect-latency n=$LAT_N (sequential CONNECT + GET /small + close), connect-rate c=$RATE_C t=${RATE_T}s," \
-         "idle-tunnels n=$IDLE_K held 2 s (to blast)."
+         "tunnel-throughput $TP each way, idle-tunnels n=$IDLE_K held 2 s (both to blast). MB = 10^6 B."
     echo "cpu and idle = CPU per tunnel and Pss growth per held tunnel of the process tree named in the row" \
          "(the proxy for unix; the bridge alone for builtin and socat)."
     echo
-    echo "| via | p50 µs | p99 µs | added p50 µs vs unix | p50 / direct | tunnels/s (c=$RATE_C) | rate / direct | rate / unix | rate p99 µs | cpu µs/tunnel | idle KiB/tunnel | held | errors |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| via | p50 µs | p99 µs | added p50 µs vs unix | p50 / direct | tunnels/s (c=$RATE_C) | rate / direct | rate / unix | rate p99 µs | cpu µs/tunnel | down MB/s | up MB/s | idle KiB/tunnel | held | errors |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for via in "${VIAS[@]}"; do
         added=$(awk -v a="${R[$via,p50]}" -v b="${R[unix,p50]}" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%.0f", a - b }')
         [ "$via" = direct ] && added=-
-        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$via" \
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$via" \
             "${R[$via,p50]:--}" "${R[$via,p99]:--}" "$added" "$(ratio "${R[$via,p50]}" "${R[direct,p50]}")" \
             "${R[$via,rate]:--}" "$(ratio "${R[$via,rate]}" "${R[direct,rate]}")" \
             "$(ratio "${R[$via,rate]}" "${R[unix,rate]}")" "${R[$via,rate_p99]:--}" "${R[$via,cpu]:--}" \
-            "${R[$via,idle]:--}" "${R[$via,held]:--}" \
-            "$(( ${R[$via,lat_err]:-0} + ${R[$via,rate_err]:-0} + ${R[$via,idle_err]:-0} ))"
+            "${R[$via,tput_down]:--}" "${R[$via,tput_up]:--}" "${R[$via,idle]:--}" "${R[$via,held]:--}" \
+            "$(( ${R[$via,lat_err]:-0} + ${R[$via,rate_err]:-0} + ${R[$via,tput_err]:-0} + ${R[$via,idle_err]:-0} ))"
     done
     echo
     echo "socat runs exactly as the seed's launch script does (listen backlog 5, one process per client);"
