@@ -456,13 +456,29 @@ static socklen_t to_sockaddr(const struct host_addr *a, int port,
     return sizeof *s6;
 }
 
+/*
+ * Would dialing a:port reach our own listener? Also true for the
+ * unspecified address (Linux routes it to a local listener) and for an
+ * IPv4-mapped IPv6 form of our address.
+ */
 static bool is_self(struct proxy *p, const struct host_addr *a, int port)
 {
+    static const uint8_t zero[16];
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
     if (p->is_unix || port != p->port)
         return false;
-    if (p->self.ss_family == AF_INET && a->family == 4)
-        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, a->bytes,
-                      4) == 0;
+    const uint8_t *v4 = NULL;
+    if (a->family == 4)
+        v4 = a->bytes;
+    else if (memcmp(a->bytes, mapped, 12) == 0)
+        v4 = a->bytes + 12;
+    if ((a->family == 4 && memcmp(a->bytes, zero, 4) == 0) ||
+        (a->family == 6 && memcmp(a->bytes, zero, 16) == 0) ||
+        (v4 && memcmp(v4, zero, 4) == 0))
+        return true;
+    if (p->self.ss_family == AF_INET && v4)
+        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, v4, 4) == 0;
     if (p->self.ss_family == AF_INET6 && a->family == 6)
         return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr, a->bytes,
                       16) == 0;
