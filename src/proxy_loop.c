@@ -145,6 +145,10 @@ static void thread_loop_stop(struct proxy_loop *loop)
 static void luv_call(lua_State *L, int ref, const char *method, int nargs)
 {
     int base = lua_gettop(L) - nargs;
+    if (luv_loop && luv_loop->lua_dead) {
+        lua_settop(L, base);
+        return;
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     lua_getfield(L, -1, method);
     lua_insert(L, base + 1);
@@ -170,11 +174,15 @@ static bool any_events(struct proxy_loop *loop)
     return false;
 }
 
-static void luv_rearm(lua_State *L, struct proxy_loop *loop)
+static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
 {
     int t = uv_backend_timeout(&loop->uv);
     if (t != 0 && any_events(loop))
         t = 0;
+    /* libuv 1.44 runs a timer restarted with 0 from its own callback
+     * again in the same pass, forever: give it a millisecond. */
+    if (t == 0 && in_timer)
+        t = 1;
     if (t < 0) {
         luv_call(L, loop->timer_ref, "stop", 0);
         return;
@@ -225,7 +233,8 @@ static void luv_run_once(lua_State *L, struct proxy_loop *loop)
         batch[n++] = p;
     }
     for (size_t i = 0; i < n; i++) {
-        proxy_events_dispatch(L, batch[i]);
+        if (!loop->lua_dead)
+            proxy_events_dispatch(L, batch[i]);
         proxy_unref(batch[i]);
     }
     loop->in_drive = false;
@@ -233,7 +242,7 @@ static void luv_run_once(lua_State *L, struct proxy_loop *loop)
         luv_idle(L, loop);
         return;
     }
-    luv_rearm(L, loop);
+    luv_rearm(L, loop, true);
 }
 
 static int luv_drive(lua_State *L)
@@ -254,7 +263,14 @@ void proxy_loop_kick(lua_State *L, struct proxy_loop *loop)
     if (loop->nproxies == 0)
         luv_idle(L, loop);
     else
-        luv_rearm(L, loop);
+        luv_rearm(L, loop, false);
+}
+
+static int luv_sentinel_gc(lua_State *L)
+{
+    struct proxy_loop **sentinel = lua_touserdata(L, 1);
+    (*sentinel)->lua_dead = true;
+    return 0;
 }
 
 /* Calls luv[fname](args...) and refs its one result. */
@@ -320,6 +336,15 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx,
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     loop->L = lua_tothread(L, -1);
     lua_pop(L, 1);
+    /* Made after the luv handles, so finalized before them when the Lua
+     * state closes: from then on the luv handles are not touched. */
+    struct proxy_loop **sentinel = lua_newuserdatauv(L, sizeof *sentinel, 0);
+    *sentinel = loop;
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, luv_sentinel_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    luaL_ref(L, LUA_REGISTRYINDEX);
     return loop;
 }
 

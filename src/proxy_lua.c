@@ -382,8 +382,10 @@ static int proxy_new(lua_State *L)
         return 2;
     }
     if (mode == PROXY_LUV) {
-        lua_pushvalue(L, luv_idx + 1);
-        p->on_event_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        if (!lua_isnil(L, luv_idx + 1)) {
+            lua_pushvalue(L, luv_idx + 1);
+            p->on_event_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        }
         p->luv_next = p->loop->luv_proxies;
         p->loop->luv_proxies = p;
     }
