@@ -482,7 +482,8 @@ void relay_eof(struct conn *c, int side)
     if (c->state == CONN_TUNNEL) {
         if (side == SIDE_CLIENT && c->sni_wait) {
             if (c->sni->len > 0) {
-                /* The client ended inside an unfinished ClientHello. */
+                proxy_event(c->px, "deny", c->method, c->host, c->port, 403,
+                            "the client ended inside a TLS ClientHello");
                 conn_close(c);
                 return;
             }
