@@ -873,6 +873,10 @@ void conn_forward_done(struct conn *c)
         conn_parse_head(c);
         return;
     }
+    /* Idle between requests: hold no head buffer. */
+    free(c->head);
+    c->head = NULL;
+    c->head_cap = 0;
     c->kept = true;
     conn_arm(c, c->px->opts.idle_ms);
     conn_update_reads(c);
