@@ -14,6 +14,7 @@
  * callbacks run after uv_run returns, never inside it.
  */
 #include <lauxlib.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +27,19 @@ static uv_mutex_t global_mu;
 static struct proxy_loop *thread_loop;
 static struct proxy_loop *luv_loop;
 
+/* A forked child has no background thread and must not wait for one: its
+ * first proxy starts a loop of its own (the parent's copy is abandoned). */
+static void forget_loops_in_child(void)
+{
+    thread_loop = NULL;
+    luv_loop = NULL;
+}
+
 static void global_init(void)
 {
     if (uv_mutex_init(&global_mu) != 0)
         abort();
+    pthread_atfork(NULL, NULL, forget_loops_in_child);
 }
 
 static int run_cmd(struct proxy *p, enum proxy_cmd cmd)
