@@ -91,6 +91,27 @@ describe("isolation.proxy address checks", function()
     q:close()
   end)
 
+  it("dials IPv6: a bracketed literal and a name pinned to ::1", function()
+    local ok, up6 = pcall(upstream.start, { host = "::1" })
+    if not ok then
+      io.stderr:write("SKIP IPv6 upstream: " .. tostring(up6) .. "\n")
+      return
+    end
+    local p = proxy({ allow = { "[::1]:" .. up6.raw_port, "six.example.com" },
+      resolve = { ["six.example.com"] = { "::1" } }, allow_private = true })
+    local c = W.tunnel(p:address(), "[::1]:" .. up6.raw_port, "PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    c:close()
+    local d = W.tunnel(p:address(), "six.example.com:" .. up6.raw_port, "PING\n")
+    assert.is_true(d:wait_for("PONG"))
+    d:close()
+    local f = W.exchange(p:address(), "GET http://[::1]:" .. up6.http_port .. "/small HTTP/1.1\r\nHost: [::1]:"
+      .. up6.http_port .. "\r\nConnection: close\r\n\r\n")
+    assert.are.equal(403, f:status()) -- only the raw port is allowed for the literal
+    p:close()
+    up6:stop()
+  end)
+
   it("refuses an IP literal that the allowlist names but the private rule does not admit", function()
     local p = proxy({ allow = { "*.example.com" } })
     local before = up:stats().accepts
