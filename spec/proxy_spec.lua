@@ -68,6 +68,15 @@ describe("isolation.proxy (thread mode)", function()
     c:close()
   end)
 
+  it("relays bytes sent behind the CONNECT head, and an end sent before the tunnel is up", function()
+    local c = W.connect(p:address())
+    c:send("CONNECT " .. raw_target() .. " HTTP/1.1\r\nHost: " .. raw_target() .. "\r\n\r\nECHO\nearly bytes")
+    c:shutdown()
+    assert.is_true(c:wait_eof(5))
+    assert.are.equal("HTTP/1.1 200 Connection established\r\n\r\nearly bytes", c.data)
+    c:close()
+  end)
+
   it("keeps the downstream open after the client's half-close", function()
     local c = W.tunnel(p:address(), raw_target())
     c:send("SRC 300000\n")
@@ -127,6 +136,20 @@ describe("isolation.proxy (thread mode)", function()
     end
     -- one upstream connection carried all four requests
     assert.is_true(up:wait(function(s) return s.http_accepts == accepts + 1 end, 2))
+  end)
+
+  it("answers pipelined forward requests in order, a body and the next head in one write", function()
+    local host = "up.example.com:" .. up.http_port
+    local c = W.connect(p:address())
+    c:send("POST " .. http_url("/echo") .. " HTTP/1.1\r\nHost: " .. host .. "\r\nContent-Length: 5\r\n\r\nfirst"
+      .. "GET " .. http_url("/small") .. " HTTP/1.1\r\nHost: " .. host .. "\r\n\r\n"
+      .. "POST " .. http_url("/echo") .. " HTTP/1.1\r\nHost: " .. host
+      .. "\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\nlast\r\n0\r\n\r\n")
+    assert.is_true(c:wait_eof(10))
+    local bodies = {}
+    for body in c.data:gmatch("\r\n\r\n([^H]*)") do bodies[#bodies + 1] = body end
+    assert.are.same({ "first", string.rep("s", 99) .. "\n", "last" }, bodies)
+    c:close()
   end)
 
   it("checks every request on a kept-alive connection: the second, to a denied host, gets 403", function()
@@ -251,8 +274,7 @@ describe("isolation.proxy unix sockets", function()
 
   it("replaces a stale socket file that nobody listens on", function()
     local path = dir .. "/stale.sock"
-    assert.are.equal(0, (helpers.run("python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.bind(\""
-      .. path .. "\")'")))
+    W.stale_socket(path)
     assert.are.equal(0, (helpers.run("test -S " .. helpers.shquote(path))))
     local p, err = isolation.proxy({ allow = {}, unix = path })
     assert.is_truthy(p, err)
@@ -267,7 +289,8 @@ describe("isolation.proxy unix sockets", function()
     assert.is_nil(b)
     assert.matches("in use", err)
     -- the first still serves
-    assert.are.equal(403, W.exchange(a:address(), "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"):status())
+    local denied = "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"
+    assert.are.equal(403, W.exchange(a:address(), denied):status())
     a:close()
   end)
 
@@ -294,8 +317,7 @@ describe("isolation.proxy unix sockets", function()
     local path = dir .. "/swap.sock"
     local p = assert(isolation.proxy({ allow = {}, unix = path }))
     os.remove(path)
-    assert.are.equal(0, (helpers.run("python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.bind(\""
-      .. path .. "\")'")))
+    W.stale_socket(path)
     p:close()
     assert.are.equal(0, (helpers.run("test -S " .. helpers.shquote(path))))
   end)
@@ -358,7 +380,8 @@ describe("isolation.proxy options and lifetime", function()
       return
     end
     assert.matches("^%[::1%]:%d+$", p:address())
-    assert.are.equal(403, W.exchange(p:address(), "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"):status())
+    local denied = "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"
+    assert.are.equal(403, W.exchange(p:address(), denied):status())
     p:close()
   end)
 
@@ -376,7 +399,7 @@ describe("isolation.proxy options and lifetime", function()
       local c = W.connect(q:address())
       c:send("CONNECT x.example.com:1 HTTP/1.1\r\n")
       W.settle(0.05)
-      q = nil
+      q = nil -- luacheck: ignore 311
       collectgarbage()
       collectgarbage()
       assert.is_true(c:wait_eof(5))

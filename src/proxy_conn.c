@@ -132,8 +132,7 @@ static void set_reading(struct conn *c, int side, bool want)
 {
     if (c->reading[side] == want)
         return;
-    uv_stream_t *s =
-        side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up;
+    uv_stream_t *s = side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up;
     if (want) {
         int r = side == SIDE_CLIENT
                     ? uv_read_start(s, on_client_alloc, on_client_read)
@@ -162,9 +161,14 @@ void conn_update_reads(struct conn *c)
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
         break;
     case CONN_FORWARD:
-        client = !c->dir[DIR_UP].eof && !c->req_done &&
-                 c->dir[DIR_UP].pending == 0;
+        client =
+            !c->dir[DIR_UP].eof && !c->req_done && c->dir[DIR_UP].pending == 0;
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
+        break;
+    case CONN_RESOLVE:
+    case CONN_DIAL:
+        client = c->is_connect && !c->dir[DIR_UP].eof &&
+                 c->head_len <= c->px->opts.max_header_bytes;
         break;
     case CONN_LINGER:
         client = true;
@@ -181,7 +185,9 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     struct conn *c = h->data;
-    if (c->state == CONN_HEAD) {
+    if (c->state == CONN_HEAD ||
+        ((c->state == CONN_RESOLVE || c->state == CONN_DIAL) &&
+         c->is_connect)) {
         size_t limit = c->px->opts.max_header_bytes + 1;
         if (c->head_len == c->head_cap && c->head_cap < limit) {
             size_t cap = c->head_cap ? c->head_cap * 4 : 4096;
@@ -231,6 +237,21 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         } else if (n < 0) {
             conn_close(c);
         }
+        return;
+    }
+    if (c->state == CONN_RESOLVE || c->state == CONN_DIAL) {
+        /* A CONNECT being dialed: early tunnel bytes wait in the head
+         * buffer; an end is passed on once the tunnel is up. */
+        if (n > 0) {
+            c->head_len += (uint32_t)n;
+        } else if (n == UV_EOF) {
+            c->dir[DIR_UP].eof = true;
+            c->reading[SIDE_CLIENT] = false;
+        } else if (n < 0) {
+            conn_close(c);
+            return;
+        }
+        conn_update_reads(c);
         return;
     }
     struct relay_buf *rb = buf_owner(buf);
@@ -352,11 +373,18 @@ static void conn_end_client(struct conn *c)
     free(c->head);
     c->head = NULL;
     c->head_len = c->head_cap = 0;
-    c->shut_req[SIDE_CLIENT].data = c;
-    if (uv_shutdown(&c->shut_req[SIDE_CLIENT], &c->client.s,
-                    on_client_shutdown) != 0) {
-        conn_close(c);
-        return;
+    uv_os_fd_t fd;
+    if (c->dir[DIR_DOWN].pending == 0 && c->client.s.write_queue_size == 0 &&
+        uv_fileno(&c->client.h, &fd) == 0) {
+        /* Nothing queued: FIN now, without another loop pass. */
+        shutdown(fd, SHUT_WR);
+    } else {
+        c->shut_req[SIDE_CLIENT].data = c;
+        if (uv_shutdown(&c->shut_req[SIDE_CLIENT], &c->client.s,
+                        on_client_shutdown) != 0) {
+            conn_close(c);
+            return;
+        }
     }
     conn_arm(c, PROXY_LINGER_MS);
     conn_update_reads(c);
@@ -388,16 +416,14 @@ static void conn_reply(struct conn *c, int status, const char *type,
     conn_end_client(c);
 }
 
-void conn_fail(struct conn *c, int status, const char *type,
-               const char *reason)
+void conn_fail(struct conn *c, int status, const char *type, const char *reason)
 {
     if (c->closing)
         return;
     if (c->state == CONN_TUNNEL ||
         (c->state == CONN_FORWARD && c->res_head_done)) {
         /* The client already has a status line: all we can do is stop. */
-        proxy_event(c->px, type, c->method, c->host, c->port, status,
-                    reason);
+        proxy_event(c->px, type, c->method, c->host, c->port, status, reason);
         conn_close(c);
         return;
     }
@@ -459,16 +485,32 @@ static socklen_t to_sockaddr(const struct host_addr *a, int port,
     return sizeof *s6;
 }
 
+/*
+ * Would dialing a:port reach our own listener? Also true for the
+ * unspecified address (Linux routes it to a local listener) and for an
+ * IPv4-mapped IPv6 form of our address.
+ */
 static bool is_self(struct proxy *p, const struct host_addr *a, int port)
 {
+    static const uint8_t zero[16];
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
     if (p->is_unix || port != p->port)
         return false;
-    if (p->self.ss_family == AF_INET && a->family == 4)
-        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, a->bytes,
-                      4) == 0;
+    const uint8_t *v4 = NULL;
+    if (a->family == 4)
+        v4 = a->bytes;
+    else if (memcmp(a->bytes, mapped, 12) == 0)
+        v4 = a->bytes + 12;
+    if ((a->family == 4 && memcmp(a->bytes, zero, 4) == 0) ||
+        (a->family == 6 && memcmp(a->bytes, zero, 16) == 0) ||
+        (v4 && memcmp(v4, zero, 4) == 0))
+        return true;
+    if (p->self.ss_family == AF_INET && v4)
+        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, v4, 4) == 0;
     if (p->self.ss_family == AF_INET6 && a->family == 6)
-        return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr,
-                      a->bytes, 16) == 0;
+        return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr, a->bytes,
+                      16) == 0;
     return false;
 }
 
@@ -517,8 +559,8 @@ static void dial_next(struct conn *c)
     }
     if (c->addr_i >= c->naddr) {
         char reason[HOST_NAME_CAP + 96];
-        snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s",
-                 c->host, c->port,
+        snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s", c->host,
+                 c->port,
                  c->last_err ? uv_strerror(c->last_err) : "no address");
         conn_reply(c, 502, "error", reason);
         return;
@@ -560,7 +602,11 @@ static void tunnel_established(struct conn *c)
     }
     c->last_active = uv_now(conn_loop(c));
     conn_arm(c, c->px->opts.idle_ms);
+    bool ended = c->dir[DIR_UP].eof;
+    c->dir[DIR_UP].eof = false;
     relay_tunnel_begin(c);
+    if (ended && !c->closing)
+        relay_eof(c, SIDE_CLIENT);
     conn_update_reads(c);
 }
 
@@ -611,12 +657,12 @@ static void check_and_dial(struct conn *c)
     c->state = CONN_DIAL;
     c->addr_i = 0;
     c->last_err = 0;
+    conn_update_reads(c);
     conn_arm(c, c->px->opts.connect_ms);
     dial_next(c);
 }
 
-static void on_resolved(uv_getaddrinfo_t *req, int status,
-                        struct addrinfo *res)
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
     struct conn *c = req->data;
     free(req);
@@ -695,6 +741,7 @@ static void resolve(struct conn *c)
         return;
     }
     c->nopen++;
+    conn_update_reads(c);
     conn_arm(c, p->opts.dns_ms);
 }
 
@@ -754,8 +801,8 @@ static void handle_request(struct conn *c, const struct http_request *req,
                            size_t head_len)
 {
     struct proxy *p = c->px;
-    size_t ml = req->method.n < sizeof c->method ? req->method.n
-                                                  : sizeof c->method - 1;
+    size_t ml =
+        req->method.n < sizeof c->method ? req->method.n : sizeof c->method - 1;
     memcpy(c->method, req->method.p, ml);
     c->method[ml] = '\0';
     memcpy(c->host, req->host, sizeof c->host);
@@ -765,8 +812,11 @@ static void handle_request(struct conn *c, const struct http_request *req,
     c->keep_alive = req->keep_alive && !req->is_connect;
     c->head_req = strcmp(c->method, "HEAD") == 0;
     c->close_after = false;
-    c->state = CONN_RESOLVE; /* stops reading the client for now */
-    conn_update_reads(c);
+    /* CONNECT keeps reading (into the head buffer, bounded) while it is
+     * checked, resolved and dialed: stopping and restarting costs system
+     * calls on every tunnel. A forward request stops: what follows is body,
+     * which is framed only once the upstream is there. */
+    c->state = CONN_RESOLVE;
 
     proxy_allow_put(c->allow);
     c->allow = proxy_allow_get(p);
@@ -861,6 +911,10 @@ void conn_forward_done(struct conn *c)
         conn_parse_head(c);
         return;
     }
+    /* Idle between requests: hold no head buffer. */
+    free(c->head);
+    c->head = NULL;
+    c->head_cap = 0;
     c->kept = true;
     conn_arm(c, c->px->opts.idle_ms);
     conn_update_reads(c);
@@ -898,8 +952,9 @@ static void on_timer(uv_timer_t *t)
         uint64_t idle = now - c->last_active;
         if (idle >= p->opts.idle_ms) {
             if (c->state == CONN_FORWARD && !c->res_head_done)
-                conn_fail(c, 504, "error", "upstream did not answer within "
-                                           "idle_timeout");
+                conn_fail(c, 504, "error",
+                          "upstream did not answer within "
+                          "idle_timeout");
             else
                 conn_close(c);
             break;
@@ -948,8 +1003,7 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    atomic_fetch_add_explicit(&p->stats.connections, 1,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
     if (!p->is_unix)
         uv_tcp_nodelay(&c->client.tcp, 1);
     c->state = CONN_HEAD;
