@@ -55,7 +55,7 @@ local PORT_BASE = 20000 + math.tointeger(require("luv").os_getpid()) % 20000
 
 for index, bridge in ipairs({ "socat", "builtin" }) do
   describe("network deny with the " .. bridge .. " bridge", function()
-    local skip = B.skip_without_bwrap()
+    local skip = helpers.skip_without_bwrap()
     local dir, up, hook, proxy, base, rundir, sock
 
     lazy_setup(function()

@@ -54,10 +54,11 @@ function M.fd_count(pid)
   return n
 end
 
---- Number of open fds of this process (helpers.pid() names a shell that
---- has already exited, so helpers.fd_count() counts nothing).
+--- Number of open fds of this process, listed by a child of os.execute:
+--- helpers.fd_count()'s io.popen may list its own pipe's write end too,
+--- before this process has closed it (one fd more, now and then).
 function M.own_fd_count()
-  return M.fd_count(uv.os_getpid())
+  return M.fd_count(helpers.pid())
 end
 
 function M.alive(pid)
@@ -132,23 +133,6 @@ M.bridges = {
   { name = "socat (seed order)", start = M.start_socat, burst = 5, answers_refusal = false },
 }
 
-local bwrap_reason
---- Like helpers.skip_without_bwrap, with a probe of its own: helpers'
---- `code == 0 and false or reason` always yields the reason.
-function M.skip_without_bwrap()
-  if bwrap_reason == nil then
-    local code, _, err = helpers.run("bwrap --ro-bind /usr /usr --ro-bind-try /lib /lib "
-      .. "--ro-bind-try /lib64 /lib64 --ro-bind-try /bin /bin --proc /proc --dev /dev "
-      .. "--unshare-pid --unshare-net -- /bin/true")
-    bwrap_reason = code ~= 0 and ("bwrap cannot create namespaces here: " .. err) or ""
-  end
-  if bwrap_reason ~= "" then
-    io.stderr:write("SKIP (real bwrap): " .. bwrap_reason .. "\n")
-    return true
-  end
-  return false
-end
-
 --- Runs the loop until done() is true or `seconds` passed; returns done().
 function M.run_until(done, seconds)
   local timer = uv.new_timer()
@@ -179,14 +163,17 @@ function M.unix_server(path, on_conn)
   return server, stats
 end
 
---- Echo handler: every byte back; ends its write side at end of stream.
+--- Echo handler: every byte back; ends its write side at end of stream,
+--- closes at once on an error (a shutdown would never call back).
 function M.echo(c)
   c:read_start(function(err, data)
-    if err or not data then
-      c:read_stop()
-      c:shutdown(function() c:close() end)
-    else
+    if data then
       c:write(data)
+      return
+    end
+    c:read_stop()
+    if err or not c:shutdown(function() c:close() end) then
+      if not c:is_closing() then c:close() end
     end
   end)
 end
