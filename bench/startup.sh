@@ -3,6 +3,8 @@
 # bridge, measured with hyperfine next to the shared startup.sh rows
 # (bwrap-socat-ready is the seed's relay, waited for by polling).
 #
+#   bwrap-net      the shared harness's bwrap profile + --unshare-net, /bin/true
+#                  (this run's reference)
 #   deny-socat     isolation.wrap{bridge = "socat"}, command `true`
 #   deny-builtin   isolation.wrap{bridge = "builtin"}, command `true`
 #   bare-builtin   bwrap (the shared harness's profile) + --unshare-net +
@@ -62,8 +64,9 @@ BW="bwrap --ro-bind /usr /usr --ro-bind /etc /etc --ro-bind-try /bin /bin --ro-b
 echo "$BW --unshare-net --bind $WORK/proxy.sock /run/isolation/proxy.sock --ro-bind $BRIDGE $BRIDGE -- \
 bash -c '$BRIDGE 3128 /run/isolation/proxy.sock && exec true'" >"$WORK/bare-builtin.sh"
 echo "exec true" >"$WORK/sh.sh"
+echo "$BW --unshare-net -- /bin/true" >"$WORK/bwrap-net.sh"
 
-NAMES=(sh bare-builtin deny-socat deny-builtin)
+NAMES=(sh bwrap-net bare-builtin deny-socat deny-builtin)
 {
     echo "## Deny launch start cost"
     echo
