@@ -13,7 +13,8 @@
 # growth of the bridge's process tree per tunnel: socat forks one process
 # per client). Added latency = p50 minus the unix p50.
 #
-# usage: bench/bridge.sh [--out FILE]     (QUICK=1: shorter runs)
+# usage: bench/bridge.sh [--out FILE]     (QUICK=1: shorter runs;
+#        BRIDGE_BIN=PATH: another isolation-bridge build, for an A/B)
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -82,7 +83,7 @@ PROXY_PID=$!
 PIDS+=("$PROXY_PID")
 wait_for test -S "$SOCK" || { echo "bridge.sh: proxy did not start: $(cat "$RUN/proxy.log")" >&2; exit 1; }
 
-"$REPO/build/isolation-bridge" "$BUILTIN_PORT" "$SOCK" || exit 1
+"${BRIDGE_BIN:-$REPO/build/isolation-bridge}" "$BUILTIN_PORT" "$SOCK" || exit 1
 BUILTIN_PID=$(listener_pid "$BUILTIN_PORT")
 PIDS+=("$BUILTIN_PID")
 socat "TCP-LISTEN:$SOCAT_PORT,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$SOCK" 2>"$RUN/socat.log" &
