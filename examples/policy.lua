@@ -53,7 +53,7 @@ print("continuation after the default was cleared -> " .. policy.badge(policy.fo
 
 -- Run one of the accepted launches for real: a workdir the sandbox can write,
 -- and a look at what it cannot see.
-local code, out = 0, ""
+local code, out
 if runnable then
   local workdir = os.tmpname()
   os.remove(workdir)
