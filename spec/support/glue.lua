@@ -11,8 +11,8 @@ local CHILD_ENV = "env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS "
 --- shell exits); returns a handle {pid = n}. stdout/stderr go to `logfile`.
 function M.start(cmdline, logfile)
   local p = assert(io.popen(CHILD_ENV .. "sh -c " .. helpers.shquote(
-    "exec </dev/null >" .. helpers.shquote(logfile or "/dev/null") .. " 2>&1; "
-    .. "setsid sh -c " .. helpers.shquote(cmdline) .. " & echo $!"), "r"))
+    "setsid sh -c " .. helpers.shquote(cmdline) .. " </dev/null >"
+    .. helpers.shquote(logfile or "/dev/null") .. " 2>&1 & echo $!"), "r"))
   local pid = tonumber(p:read("l") or "")
   p:close()
   assert(pid, "could not start " .. cmdline)
@@ -31,7 +31,8 @@ end
 
 --- Ends the process group the launch started (setsid made it), and waits (bounded).
 function M.stop(handle)
-  os.execute("kill -KILL -- -" .. handle.pid .. " 2>/dev/null")
+  -- /usr/bin/kill: dash's builtin kill does not take a process group.
+  os.execute("/usr/bin/kill -s KILL -- -" .. handle.pid .. " 2>/dev/null")
   M.wait(function() return not M.alive(handle) end, 10)
 end
 
