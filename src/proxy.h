@@ -167,7 +167,7 @@ struct proxy_loop {
     /* luv mode. */
     lua_State *L;
     int luv_ref, poll_ref, timer_ref, drive_ref;
-    bool in_drive;
+    bool in_drive, polling;
     struct proxy *luv_proxies;
 };
 

@@ -185,25 +185,32 @@ static void luv_rearm(lua_State *L, struct proxy_loop *loop)
     luv_call(L, loop->timer_ref, "start", 3);
 }
 
-static void luv_teardown(lua_State *L, struct proxy_loop *loop)
+/*
+ * No proxy left: stop polling so that uv.run() can return. The two luv
+ * handles and the private loop stay for the next proxy: luv 1.44 crashes
+ * at exit on a handle whose close callback has not run yet, and nothing
+ * guarantees that uv.run() is called again after a close.
+ */
+static void luv_idle(lua_State *L, struct proxy_loop *loop)
 {
-    luv_call(L, loop->poll_ref, "stop", 0);
-    luv_call(L, loop->poll_ref, "close", 0);
-    luv_call(L, loop->timer_ref, "close", 0);
-    luaL_unref(L, LUA_REGISTRYINDEX, loop->poll_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, loop->timer_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, loop->drive_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, loop->luv_ref);
-    if (luv_loop == loop)
-        luv_loop = NULL;
-    /* Close callbacks of the last connections; a lookup still running in
-     * the thread pool keeps the loop, which is then left allocated. */
+    /* Close callbacks of the last connections. */
     for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
         uv_run(&loop->uv, UV_RUN_NOWAIT);
-    if (uv_loop_close(&loop->uv) == 0) {
-        relay_pool_free(loop);
-        free(loop);
+    if (loop->polling) {
+        luv_call(L, loop->poll_ref, "stop", 0);
+        luv_call(L, loop->timer_ref, "stop", 0);
+        loop->polling = false;
     }
+}
+
+static void luv_poll_start(lua_State *L, struct proxy_loop *loop)
+{
+    if (loop->polling)
+        return;
+    lua_pushliteral(L, "r");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, loop->drive_ref);
+    luv_call(L, loop->poll_ref, "start", 2);
+    loop->polling = true;
 }
 
 static void luv_run_once(lua_State *L, struct proxy_loop *loop)
@@ -223,7 +230,7 @@ static void luv_run_once(lua_State *L, struct proxy_loop *loop)
     }
     loop->in_drive = false;
     if (loop->nproxies == 0) {
-        luv_teardown(L, loop);
+        luv_idle(L, loop);
         return;
     }
     luv_rearm(L, loop);
@@ -245,7 +252,7 @@ void proxy_loop_kick(lua_State *L, struct proxy_loop *loop)
     uv_run(&loop->uv, UV_RUN_NOWAIT);
     loop->in_drive = false;
     if (loop->nproxies == 0)
-        luv_teardown(L, loop);
+        luv_idle(L, loop);
     else
         luv_rearm(L, loop);
 }
@@ -310,9 +317,9 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx,
         free(loop);
         return NULL;
     }
-    lua_pushliteral(L, "r");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, loop->drive_ref);
-    luv_call(L, loop->poll_ref, "start", 2);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    loop->L = lua_tothread(L, -1);
+    lua_pop(L, 1);
     return loop;
 }
 
@@ -333,11 +340,18 @@ struct proxy_loop *proxy_loop_acquire(lua_State *L, enum proxy_mode mode,
         uv_mutex_unlock(&global_mu);
         return loop;
     }
-    if (!luv_loop)
+    /* One per Lua state (its registry holds the luv handles); a loop of
+     * a state that is gone is left behind. */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    if (!luv_loop || luv_loop->L != main)
         luv_loop = luv_loop_start(L, luv_idx, err, errcap);
     loop = luv_loop;
-    if (loop)
+    if (loop) {
         loop->nproxies++;
+        luv_poll_start(L, loop);
+    }
     return loop;
 }
 
