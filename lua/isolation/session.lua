@@ -354,7 +354,11 @@ function Manager:launch(req)
   }
   if uses_proxy then
     local p
-    p, err = call(isolation.proxy, { allow = allow, unix = path, loop = self._loop })
+    -- Thread mode even when the manager polls on luv's loop: an agent's
+    -- egress must not stall while the orchestrator's Lua thread is busy (a
+    -- launcher that blocks, a slow callback), and no Lua error on that
+    -- thread can take the session proxies down with it.
+    p, err = call(isolation.proxy, { allow = allow, unix = path })
     if not p then return nil, err end
     s.proxy, s.proxy_socket = p, path
   end
