@@ -68,17 +68,12 @@ function helpers.fd_count()
 end
 
 local pid
---- This Lua process's pid.
+--- This Lua process's pid (io.open runs in this process, so /proc/self is us).
 function helpers.pid()
   if not pid then
     local f = assert(io.open("/proc/self/stat"))
-    local s = f:read("l")
+    pid = tonumber(f:read("l"):match("^%d+"))
     f:close()
-    -- /proc/self is the reader: use the parent of a child instead
-    local code, out = helpers.run("echo $PPID")
-    assert(code == 0)
-    pid = tonumber(out:match("%d+"))
-    local _ = s
   end
   return pid
 end
@@ -91,7 +86,11 @@ function helpers.bwrap_works()
     local code, _, err = helpers.run("bwrap --ro-bind /usr /usr --ro-bind-try /lib /lib "
       .. "--ro-bind-try /lib64 /lib64 --ro-bind-try /bin /bin --proc /proc --dev /dev "
       .. "--unshare-pid --unshare-net -- /bin/true")
-    bwrap_reason = code == 0 and false or ("bwrap cannot create namespaces here: " .. err)
+    if code == 0 then
+      bwrap_reason = false
+    else
+      bwrap_reason = "bwrap cannot create namespaces here: " .. err
+    end
   end
   return not bwrap_reason, bwrap_reason or nil
 end

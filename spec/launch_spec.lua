@@ -12,6 +12,8 @@ local SYSTEM = {
   "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "$HOME",
 }
 local UNSHARE = { "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent" }
+local CAPS = { "--cap-drop", "ALL" }
+local DOCKER_PRIVS = { "--cap-drop", "ALL", "--security-opt", "no-new-privileges" }
 
 local AGENT_BINDS = {
   claude = { "$HOME/.claude", "$HOME/.claude.json" },
@@ -74,7 +76,7 @@ describe("bwrap_argv", function()
       }))
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
         { "--bind", "/srv/project", "/srv/project", "--chdir", "/srv/project" },
-        UNSHARE, { "--", "bash", "-c", "run --it" }), argv)
+        CAPS, UNSHARE, { "--", "bash", "-c", "run --it" }), argv)
     end)
 
     it(agent .. ", network deny: the exact argv, socket as a single file, bridge script", function()
@@ -85,7 +87,7 @@ describe("bwrap_argv", function()
       local script = argv[#argv - 2]
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
         { "--bind", "/srv/project", "/srv/project", "--bind", "/var/lib/lectern/s1.sock", SOCK,
-          "--chdir", "/srv/project", "--unshare-net" },
+          "--chdir", "/srv/project", "--cap-drop", "ALL", "--unshare-net" },
         UNSHARE, { "--", "bash", "-c", script, "bash", "run --it" }), argv)
       -- listening address first, then the socket
       assert.truthy(script:find("socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:" .. SOCK, 1, true))
@@ -230,7 +232,7 @@ describe("docker_argv", function()
         local argv = assert(isolation.docker_argv({
           config = { mode = "docker", network = network }, agent = agent, workdir = "/srv/p", command = "run it",
         }))
-        assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" },
+        assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" }, DOCKER_PRIVS,
           network == "deny" and { "--network", "none" } or {},
           { "-v", "/srv/p:/srv/p", "-w", "/srv/p" }, agent_docker(agent),
           { "-e", "HOME=$HOME", "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
@@ -244,6 +246,7 @@ describe("docker_argv", function()
       tty = false, binds = { "$HOME/.npm", "/data" }, ro_binds = { "/opt/ref" }, ca_cert = "/etc/ca.pem",
     }))
     assert.are.same({ "docker", "run", "--rm", "-i", "--user", "$(id -u):$(id -g)",
+      "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
       "-v", "/srv/p:/srv/p", "-w", "/srv/p", "-e", "HOME=$HOME",
       "-v", "$HOME/.npm:$HOME/.npm", "-v", "/data:/data", "-v", "/opt/ref:/opt/ref:ro",
       "-v", "/etc/ca.pem:/etc/ca.pem:ro",
@@ -251,6 +254,22 @@ describe("docker_argv", function()
       "-e", "REQUESTS_CA_BUNDLE=/etc/ca.pem", "-e", "GIT_SSL_CAINFO=/etc/ca.pem",
       "-e", "CARGO_HTTP_CAINFO=/etc/ca.pem", "-e", "CURL_CA_BUNDLE=/etc/ca.pem",
       "ghcr.io/example/agent:1", "bash", "-c", "c" }, argv)
+  end)
+
+  it("refuses a mount point given twice (docker would), naming both", function()
+    local res, err = isolation.docker_argv({ config = { mode = "docker" }, agent = "codex", workdir = "/w",
+      command = "c", binds = { "$HOME/.codex/" } })
+    assert.is_nil(res)
+    assert.matches("binds[1] mounts the same path as agent codex config", err, 1, true)
+    res, err = isolation.docker_argv({ config = { mode = "docker" }, workdir = "/w", command = "c",
+      binds = { "/data" }, ro_binds = { "/data" } })
+    assert.is_nil(res)
+    assert.matches("ro_binds[1] mounts the same path as binds[1]", err, 1, true)
+    -- bwrap applies both in order: the read-only one comes last and wins
+    local argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", binds = { "/data" },
+      ro_binds = { "/data", "/w" } }))
+    assert.is_true(index_of(argv, "--ro-bind", "/data", "/data") > index_of(argv, "--bind", "/data", "/data"))
+    assert.is_true(index_of(argv, "--ro-bind", "/w", "/w") > index_of(argv, "--bind", "/w", "/w"))
   end)
 
   it("needs no proxy_socket for deny (--network none has no bridge)", function()
@@ -346,6 +365,7 @@ describe("refusals name the field", function()
     { "proxy_socket", { workdir = W, command = "c", config = DENY, proxy_socket = "run/p.sock" } },
     { "proxy_socket", { workdir = W, command = "c", config = DENY, proxy_socket = "/" } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = 0 } },
+    { "proxy_port", { workdir = W, command = "c", proxy_port = 80 } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = 65536 } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = 3128.5 } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = "3128" } },
@@ -399,6 +419,21 @@ describe("refusals name the field", function()
     end)
   end
 
+  it("takes 128 binds and 128 ro_binds, and refuses a 129th", function()
+    local b, r = {}, {}
+    for k = 1, 128 do b[k], r[k] = "/srv/b" .. k, "$HOME/r" .. k end
+    local argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", binds = b, ro_binds = r,
+      config = { mode = "bwrap", network = "deny" }, proxy_socket = "/p" }))
+    assert.truthy(index_of(argv, "--bind", "/srv/b128", "/srv/b128"))
+    assert.truthy(index_of(argv, "--ro-bind", "$HOME/r128", "$HOME/r128"))
+    assert.truthy(isolation.wrap({ config = { mode = "docker" }, workdir = "/w", command = "c",
+      binds = b, ro_binds = r }))
+    b[129] = "/x"
+    local res, err = isolation.bwrap_argv({ workdir = "/w", command = "c", binds = b })
+    assert.is_nil(res)
+    assert.matches("binds has 129 entries", err, 1, true)
+  end)
+
   it("messages show the bad value, escaped", function()
     local _, err = isolation.bwrap_argv({ workdir = "rel\n\27[2J", command = "c" })
     assert.truthy(err:find('(got "rel\\n\\x1b[2J")', 1, true))
@@ -418,13 +453,13 @@ describe("dry_run", function()
       proxy_socket = "/var/lib/lectern/s1.sock", ca_cert = "/etc/lectern/ca.pem", ro_binds = { "/opt/ref" },
     }))
     assert.truthy(text:find("mode: bwrap, network deny", 1, true))
-    assert.truthy(text:find("ro     /usr -> /usr", 1, true))
-    assert.truthy(text:find("tmpfs  (new) -> /tmp", 1, true))
-    assert.truthy(text:find("tmpfs  (new) -> $HOME", 1, true))
-    assert.truthy(text:find("rw-try $HOME/.claude -> $HOME/.claude", 1, true))
-    assert.truthy(text:find("rw     /srv/p -> /srv/p", 1, true))
-    assert.truthy(text:find("ro     /opt/ref -> /opt/ref", 1, true))
-    assert.truthy(text:find("rw     /var/lib/lectern/s1.sock -> " .. SOCK, 1, true))
+    assert.truthy(text:find("read-only  /usr -> /usr", 1, true))
+    assert.truthy(text:find("tmpfs      (new) -> /tmp", 1, true))
+    assert.truthy(text:find("tmpfs      (new) -> $HOME", 1, true))
+    assert.truthy(text:find("read-write $HOME/.claude -> $HOME/.claude  (agent config, when present)", 1, true))
+    assert.truthy(text:find("read-write /srv/p -> /srv/p", 1, true))
+    assert.truthy(text:find("read-only  /opt/ref -> /opt/ref", 1, true))
+    assert.truthy(text:find("read-write /var/lib/lectern/s1.sock -> " .. SOCK, 1, true))
     assert.truthy(text:find("namespaces: new mount, pid, ipc, uts, net", 1, true))
     assert.truthy(text:find("network: deny: only 127.0.0.1:3128 -> socat -> " .. SOCK
       .. " -> host /var/lib/lectern/s1.sock", 1, true))
@@ -437,16 +472,16 @@ describe("dry_run", function()
     local text = assert(isolation.dry_run({ config = { mode = "docker", network = "deny" }, agent = "codex",
       workdir = "/srv/p", command = "codex" }))
     assert.truthy(text:find("image: debian:bookworm-slim", 1, true))
-    assert.truthy(text:find("rw     $HOME/.codex -> $HOME/.codex", 1, true))
+    assert.truthy(text:find("read-write $HOME/.codex -> $HOME/.codex", 1, true))
     assert.truthy(text:find("--network none", 1, true))
     text = assert(isolation.dry_run({ command = "codex" }))
     assert.truthy(text:find("without isolation", 1, true))
   end)
 
   it("a path with a newline cannot forge a line", function()
-    local text = assert(isolation.dry_run({ config = { mode = "bwrap" }, workdir = "/srv/a\n  rw     / -> /",
+    local text = assert(isolation.dry_run({ config = { mode = "bwrap" }, workdir = "/srv/a\n  read-write / -> /",
       command = "c" }))
-    assert.is_nil(text:find("\n  rw     / -> /", 1, true))
-    assert.truthy(text:find('"/srv/a\\n  rw     / -> /"', 1, true))
+    assert.is_nil(text:find("\n  read-write / -> /", 1, true))
+    assert.truthy(text:find('"/srv/a\\n  read-write / -> /"', 1, true))
   end)
 end)

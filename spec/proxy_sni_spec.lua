@@ -127,6 +127,43 @@ describe("proxy SNI check (wire)", function()
     assert.is_truthy(deny_event_about_sni())
   end)
 
+  it("checks a hello sent in the same write as the CONNECT head", function()
+    open("match")
+    local target = "up.example.com:" .. cap.port
+    local head = "CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\n\r\n"
+    local res = wire.exchange(port, head .. wire.client_hello({ sni = "other.example.net" }), { timeout = 3 })
+    wire.settle(0.1)
+    assert.is_true(res.eof)
+    assert.are.equal("", cap.data)
+    assert.is_truthy(deny_event_about_sni())
+
+    cap.reset()
+    local hello = wire.client_hello({ sni = "up.example.com" })
+    wire.exchange(port, head .. hello, { timeout = 3, until_fn = upstream_gets(hello) })
+    wire.run_until(upstream_gets(hello), 3)
+    assert.are.equal(hello, cap.data)
+  end)
+
+  it("closes a tunnel on a malformed or oversized ClientHello", function()
+    open("match")
+    local hello = wire.client_hello({ sni = "up.example.com" })
+    -- the server_name list length one byte short: the lengths disagree
+    local at = hello:find("up.example.com", 1, true)
+    local broken = hello:sub(1, at - 5) .. string.char(hello:byte(at - 4) - 1) .. hello:sub(at - 3)
+    local res = tunnel("up.example.com:" .. cap.port, broken)
+    wire.settle(0.1)
+    assert.is_true(res.eof)
+    assert.are.equal("", cap.data)
+
+    -- a hello that claims 20000 bytes in records: more than the proxy reads
+    local big = string.char(22, 3, 1, 0x40, 0x00, 1, 0, 0x4e, 0x20) .. string.rep("\0", 16380)
+      .. string.char(22, 3, 1, 0x40, 0x00) .. string.rep("\0", 16384)
+    res = tunnel("up.example.com:" .. cap.port, wire.pieces(big, 4096))
+    wire.settle(0.1)
+    assert.is_true(res.eof)
+    assert.are.equal("", cap.data)
+  end)
+
   it("relays every hello with sni = \"off\"", function()
     open("off")
     local hello = wire.client_hello({ sni = "other.example.net" })
@@ -134,5 +171,55 @@ describe("proxy SNI check (wire)", function()
     wire.run_until(upstream_gets(hello), 3)
     assert.are.equal(hello, cap.data)
     assert.is_nil(deny_event_about_sni())
+  end)
+end)
+
+-- The same check against a real TLS client: openssl s_client speaks CONNECT
+-- to the proxy itself, then sends the ClientHello OpenSSL builds. The proxy
+-- runs in thread mode here (s_client blocks this thread) and the upstream
+-- is the counting child process of support.upstream.
+describe("proxy SNI check with openssl s_client", function()
+  local helpers = require("helpers")
+  local upstream = require("support.upstream")
+  local have_openssl = helpers.run("command -v openssl") == 0
+  if not have_openssl then
+    io.stderr:write("SKIP (openssl s_client): openssl is not installed\n")
+    return
+  end
+
+  local up, proxy
+  before_each(function()
+    up = upstream.start()
+    proxy = assert(isolation.proxy({
+      allow = { "up.example.com", "127.0.0.1" },
+      listen = "127.0.0.1:0",
+      resolve = { ["up.example.com"] = { "127.0.0.1" } },
+    }))
+  end)
+  after_each(function()
+    proxy:close()
+    up:stop()
+  end)
+
+  local function s_client(servername)
+    return helpers.run(("timeout 15 openssl s_client -proxy 127.0.0.1:%d -connect up.example.com:%d "
+      .. "-servername %s"):format(proxy:port(), up.raw_port, helpers.shquote(servername)))
+  end
+
+  it("closes the tunnel when the hello names another host; relays it when it names the CONNECT host", function()
+    s_client("other.example.net")
+    local denied
+    for _, e in ipairs(proxy:events()) do
+      if e.type == "deny" and e.reason:find("other.example.net", 1, true) then denied = e end
+    end
+    assert.is_truthy(denied, "a deny event naming the hello's server name")
+    assert.is_false(up:wait(function(s) return s.bytes_in > 0 end, 1), "bytes reached the upstream")
+
+    s_client("UP.Example.com.")
+    assert.is_true(up:wait(function(s) return s.bytes_in > 0 end, 5),
+      "the hello naming the CONNECT host reached the upstream")
+    for _, e in ipairs(proxy:events()) do
+      assert.are_not.equal("deny", e.type, e.reason)
+    end
   end)
 end)

@@ -3,9 +3,10 @@
  * order and a later mount covers an earlier one at or above its path, so the
  * order is the security property here: the fresh tmpfs on /tmp and $HOME
  * first, then the agent's config binds, then every other bind sorted so
- * that a parent comes before anything inside it (a workdir under /tmp or $HOME survives the tmpfs; a read-only
- * bind inside the workdir is not covered by the read-write workdir), and the
- * proxy socket and the bridge program last, at fixed single-file paths.
+ * that a parent comes before anything inside it (a workdir under /tmp or $HOME
+ * survives the tmpfs; a read-only bind inside the workdir is not covered by the
+ * read-write workdir), and the proxy socket and the bridge program last, at
+ * fixed single-file paths.
  */
 #include "isolation.h"
 #include "launch.h"
@@ -130,6 +131,12 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
             argv_add(&b, *e);
             argv_add(&b, s->ca_cert);
         }
+    /*
+     * bwrap started by root leaves the sandbox every capability: it could
+     * mknod the host's disk and mount it. No capability, whoever launches.
+     */
+    argv_add(&b, "--cap-drop");
+    argv_add(&b, "ALL");
     if (s->deny)
         argv_add(&b, "--unshare-net");
     argv_add(&b, "--unshare-pid");

@@ -37,6 +37,11 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
     argv_add(&b, "--user");
     lua_pushlstring(L, TOKEN_USER, 2);
     argv_add_top(&b);
+    /* no capability, and no setuid program in the image regains one */
+    argv_add(&b, "--cap-drop");
+    argv_add(&b, "ALL");
+    argv_add(&b, "--security-opt");
+    argv_add(&b, "no-new-privileges");
     if (s->deny) {
         argv_add(&b, "--network");
         argv_add(&b, "none");

@@ -167,10 +167,9 @@ struct proxy_loop {
     /* luv mode. */
     lua_State *L;
     int luv_ref, poll_ref, timer_ref, drive_ref;
-    bool in_drive, polling;
+    bool in_drive, polling, lua_dead;
     struct proxy *luv_proxies;
 };
-
 
 enum conn_state {
     CONN_HEAD,    /* reading a request head (or idle between requests) */

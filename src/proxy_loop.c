@@ -14,6 +14,7 @@
  * callbacks run after uv_run returns, never inside it.
  */
 #include <lauxlib.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +27,19 @@ static uv_mutex_t global_mu;
 static struct proxy_loop *thread_loop;
 static struct proxy_loop *luv_loop;
 
+/* A forked child has no background thread and must not wait for one: its
+ * first proxy starts a loop of its own (the parent's copy is abandoned). */
+static void forget_loops_in_child(void)
+{
+    thread_loop = NULL;
+    luv_loop = NULL;
+}
+
 static void global_init(void)
 {
     if (uv_mutex_init(&global_mu) != 0)
         abort();
+    pthread_atfork(NULL, NULL, forget_loops_in_child);
 }
 
 static int run_cmd(struct proxy *p, enum proxy_cmd cmd)
@@ -145,6 +155,10 @@ static void thread_loop_stop(struct proxy_loop *loop)
 static void luv_call(lua_State *L, int ref, const char *method, int nargs)
 {
     int base = lua_gettop(L) - nargs;
+    if (luv_loop && luv_loop->lua_dead) {
+        lua_settop(L, base);
+        return;
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     lua_getfield(L, -1, method);
     lua_insert(L, base + 1);
@@ -153,6 +167,30 @@ static void luv_call(lua_State *L, int ref, const char *method, int nargs)
         fprintf(stderr, "isolation.proxy: luv %s failed: %s\n", method,
                 lua_tostring(L, -1));
         lua_pop(L, 1);
+    }
+}
+
+/*
+ * Writes to a closed peer happen on the Lua thread in luv mode: they must
+ * give EPIPE, not a SIGPIPE that ends the process. Ignoring SIGPIPE would
+ * leak into every child the program starts with popen or os.execute, so it
+ * is blocked while the private loop runs and a SIGPIPE raised meanwhile is
+ * consumed before the old mask comes back.
+ */
+static void luv_run_private(struct proxy_loop *loop)
+{
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    uv_run(&loop->uv, UV_RUN_NOWAIT);
+    if (!sigismember(&old, SIGPIPE)) {
+        sigset_t pending;
+        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+            struct timespec zero = {0, 0};
+            sigtimedwait(&pipe_only, NULL, &zero);
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
 }
 
@@ -170,11 +208,15 @@ static bool any_events(struct proxy_loop *loop)
     return false;
 }
 
-static void luv_rearm(lua_State *L, struct proxy_loop *loop)
+static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
 {
     int t = uv_backend_timeout(&loop->uv);
     if (t != 0 && any_events(loop))
         t = 0;
+    /* libuv 1.44 runs a timer restarted with 0 from its own callback
+     * again in the same pass, forever: give it a millisecond. */
+    if (t == 0 && in_timer)
+        t = 1;
     if (t < 0) {
         luv_call(L, loop->timer_ref, "stop", 0);
         return;
@@ -195,7 +237,7 @@ static void luv_idle(lua_State *L, struct proxy_loop *loop)
 {
     /* Close callbacks of the last connections. */
     for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
-        uv_run(&loop->uv, UV_RUN_NOWAIT);
+        luv_run_private(loop);
     if (loop->polling) {
         luv_call(L, loop->poll_ref, "stop", 0);
         luv_call(L, loop->timer_ref, "stop", 0);
@@ -216,7 +258,7 @@ static void luv_poll_start(lua_State *L, struct proxy_loop *loop)
 static void luv_run_once(lua_State *L, struct proxy_loop *loop)
 {
     loop->in_drive = true;
-    uv_run(&loop->uv, UV_RUN_NOWAIT);
+    luv_run_private(loop);
     /* on_event runs here, after uv_run: it may close proxies. */
     struct proxy *batch[64];
     size_t n = 0;
@@ -225,7 +267,8 @@ static void luv_run_once(lua_State *L, struct proxy_loop *loop)
         batch[n++] = p;
     }
     for (size_t i = 0; i < n; i++) {
-        proxy_events_dispatch(L, batch[i]);
+        if (!loop->lua_dead)
+            proxy_events_dispatch(L, batch[i]);
         proxy_unref(batch[i]);
     }
     loop->in_drive = false;
@@ -233,7 +276,7 @@ static void luv_run_once(lua_State *L, struct proxy_loop *loop)
         luv_idle(L, loop);
         return;
     }
-    luv_rearm(L, loop);
+    luv_rearm(L, loop, true);
 }
 
 static int luv_drive(lua_State *L)
@@ -249,12 +292,19 @@ void proxy_loop_kick(lua_State *L, struct proxy_loop *loop)
     if (loop->mode != PROXY_LUV || loop->in_drive)
         return;
     loop->in_drive = true;
-    uv_run(&loop->uv, UV_RUN_NOWAIT);
+    luv_run_private(loop);
     loop->in_drive = false;
     if (loop->nproxies == 0)
         luv_idle(L, loop);
     else
-        luv_rearm(L, loop);
+        luv_rearm(L, loop, false);
+}
+
+static int luv_sentinel_gc(lua_State *L)
+{
+    struct proxy_loop **sentinel = lua_touserdata(L, 1);
+    (*sentinel)->lua_dead = true;
+    return 0;
 }
 
 /* Calls luv[fname](args...) and refs its one result. */
@@ -275,8 +325,8 @@ static int luv_new(lua_State *L, int luv_idx, const char *fname, int nargs,
     return 0;
 }
 
-static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx,
-                                         char *err, size_t errcap)
+static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
+                                         size_t errcap)
 {
     struct proxy_loop *loop = calloc(1, sizeof *loop);
     if (!loop) {
@@ -292,11 +342,6 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx,
         free(loop);
         return NULL;
     }
-    /* Writes to a closed peer happen on this thread: EPIPE, not SIGPIPE. */
-    struct sigaction old;
-    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
-        signal(SIGPIPE, SIG_IGN);
-
     lua_pushvalue(L, luv_idx);
     loop->luv_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushlightuserdata(L, loop);
@@ -320,6 +365,15 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx,
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     loop->L = lua_tothread(L, -1);
     lua_pop(L, 1);
+    /* Made after the luv handles, so finalized before them when the Lua
+     * state closes: from then on the luv handles are not touched. */
+    struct proxy_loop **sentinel = lua_newuserdatauv(L, sizeof *sentinel, 0);
+    *sentinel = loop;
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, luv_sentinel_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    luaL_ref(L, LUA_REGISTRYINDEX);
     return loop;
 }
 

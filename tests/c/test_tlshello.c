@@ -2,6 +2,7 @@
  * test_tlshello.c - tls_hello_sni on real ClientHello bytes: one record,
  * many records, every split point, no SNI, non-TLS, and broken lengths.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "hello_builder.h"
@@ -218,14 +219,43 @@ static void malformed(void)
     n = build_hello(&edge, H, sizeof H);
     CHECK(n > TLS_HELLO_MAX);
     CHECK(sni(H, TLS_HELLO_MAX) == TLS_SNI_MALFORMED);
+    /* A hello that claims less than its fields need: MALFORMED at once,
+     * not a wait for bytes past its end. */
+    n = base();
+    H[OFF_HS_LEN] = 0, H[OFF_HS_LEN + 1] = 0, H[OFF_HS_LEN + 2] = 45;
+    CHECK(sni(H, OFF_SID_LEN + 1) == TLS_SNI_MALFORMED);
     /* A hello whose length field claims more than the limit. */
     n = base();
     H[OFF_HS_LEN] = 0x01;
     CHECK(sni(H, n) == TLS_SNI_MALFORMED);
 }
 
+/* Hellos captured from `openssl s_client` (OpenSSL 3.0, TLS 1.3 with
+ * key_share, supported_versions, and so on): what a real client sends. */
+static size_t load(const char *path, uint8_t *out, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t n = fread(out, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+static void captured(void)
+{
+    size_t n = load("tests/c/fixtures/openssl_sni.bin", H, sizeof H);
+    CHECKM(n > 0, "tests/c/fixtures/openssl_sni.bin (run from the top)");
+    expect_whole(H, n, TLS_SNI_FOUND, __LINE__);
+    CHECK(strcmp(name, "Example.COM.") == 0);
+    n = load("tests/c/fixtures/openssl_nosni.bin", H, sizeof H);
+    CHECK(n > 0);
+    expect_whole(H, n, TLS_SNI_ABSENT, __LINE__);
+}
+
 void test_tlshello(void)
 {
+    captured();
     found();
     absent();
     not_tls();
