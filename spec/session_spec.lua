@@ -38,7 +38,7 @@ local function fixture(opts)
       f.cmdline = cmdline
       f.at_launch = { socket = s.proxy_socket and uv.fs_lstat(s.proxy_socket) }
       local line = cmdline
-      if f.bare and (f.force_bare or not glue.bwrap_works()) then line = f.bare end
+      if f.bare and (f.force_bare or not helpers.bwrap_works()) then line = f.bare end
       return glue.start(line, f.root .. "/launch-" .. f.launches .. ".log")
     end,
     alive = function(h) return glue.alive(h) end,
@@ -204,7 +204,7 @@ describe("session launch policy", function()
   it("refuses a deny launch on an ssh target before any proxy exists", function()
     f = fixture()
     warm_up()
-    local fds = glue.fd_count()
+    local fds = helpers.fd_count()
     local p = project_with({ mode = "bwrap", network = "deny" })
     local s, err = f.mgr:launch({ id = "s1", project = p, target = "ssh", agent = "claude",
       workdir = f.work, command = "claude", hook_url = "http://127.0.0.1:9110/hook/s1" })
@@ -213,7 +213,7 @@ describe("session launch policy", function()
     assert.equal(0, f.launches)
     assert.same({}, glue.sockets(f.dir))
     assert.is_nil(f.mgr:get("s1"))
-    assert.equal(fds, glue.fd_count())
+    assert.equal(fds, helpers.fd_count())
   end)
 
   it("refuses a bad override, hook URL or launch spec before anything starts", function()
@@ -291,9 +291,9 @@ describe("session proxies", function()
   end
 
   it("starts the session's own proxy: a request from the sandbox goes through it; kill tears it down", function()
-    if glue.skip_without_bwrap() then return end
+    if helpers.skip_without_bwrap() then return end
     f = fixture()
-    local fds = glue.fd_count()
+    local fds = helpers.fd_count()
     local out = f.work .. "/out"
     f.up = upstream.start()
     local url = upstream_url("/small")
@@ -329,7 +329,7 @@ describe("session proxies", function()
     assert.is_false(glue.alive(s.handle))
     assert.same({ "s1:killed" }, f.ended)
     f.up:stop()
-    assert.equal(fds, glue.fd_count())
+    assert.equal(fds, helpers.fd_count())
   end)
 
   -- Launches a deny session whose process lives `secs` seconds, checks that
@@ -347,13 +347,13 @@ describe("session proxies", function()
     assert.is_false(exists(s.proxy_socket))
     local status = get_via(s.proxy_socket, upstream_url())
     assert.is_nil(status)
-    if fds then assert.equal(fds, glue.fd_count()) end
+    if fds then assert.equal(fds, helpers.fd_count()) end
   end
 
   it("archive stops the process and tears the proxy down", function()
     f = fixture()
     f.up = upstream.start()
-    local fds = glue.fd_count()
+    local fds = helpers.fd_count()
     local s = serving_session("s1", 60)
     assert.is_true(f.mgr:archive("s1"))
     assert.is_true(s.archived)
@@ -367,7 +367,7 @@ describe("session proxies", function()
   it("poll ends a session whose process died, and only that one", function()
     f = fixture()
     f.up = upstream.start()
-    local fds = glue.fd_count()
+    local fds = helpers.fd_count()
     local short = serving_session("short", 1)
     local long = serving_session("long", 60)
     assert.equal(0, f.mgr:poll())
@@ -386,7 +386,7 @@ describe("session proxies", function()
   it("a launcher that fails tears the proxy down and returns nil, err", function()
     f = fixture()
     f.up = upstream.start()
-    local fds = glue.fd_count()
+    local fds = helpers.fd_count()
     local seen
     f.mgr = assert(session.manager({ runtime_dir = f.dir, launcher = function(_, s)
       seen = s.proxy_socket and uv.fs_lstat(s.proxy_socket)
@@ -398,25 +398,25 @@ describe("session proxies", function()
     assert.equal("socket", seen.type)
     assert.same({}, glue.sockets(f.dir))
     assert.is_nil(f.mgr:get("s1"))
-    assert.equal(fds, glue.fd_count())
+    assert.equal(fds, helpers.fd_count())
   end)
 
   it("a launcher that raises tears the proxy down and returns nil, err", function()
     f = fixture()
     f.up = upstream.start()
-    local fds = glue.fd_count()
+    local fds = helpers.fd_count()
     f.mgr = assert(session.manager({ runtime_dir = f.dir, launcher = function() error("exploded") end }))
     local s, err = deny_launch("s1", "sleep 60")
     assert.is_nil(s)
     assert.matches("exploded", err, 1, true)
     assert.same({}, glue.sockets(f.dir))
-    assert.equal(fds, glue.fd_count())
+    assert.equal(fds, helpers.fd_count())
   end)
 
   it("close ends every session; each tears down exactly once", function()
     f = fixture()
     f.up = upstream.start()
-    local fds = glue.fd_count()
+    local fds = helpers.fd_count()
     local a, b = serving_session("a", 60), serving_session("b", 60)
     assert(f.mgr:kill("a"))
     assert.is_true(f.mgr:close())
@@ -443,7 +443,7 @@ describe("session proxies", function()
   end)
 
   it("serves a sandboxed request while the orchestrator runs luv's loop", function()
-    if glue.skip_without_bwrap() then return end
+    if helpers.skip_without_bwrap() then return end
     f = fixture({ loop = uv, poll_interval = 0.1 })
     f.up = upstream.start()
     local s = assert(deny_launch("s1", "curl -s -o /dev/null -w '%{http_code}' " .. shq(upstream_url())
@@ -459,7 +459,7 @@ describe("session proxies", function()
   it("runs 200 deny sessions at once, each proxy answering, and leaves nothing behind", function()
     f = fixture()
     f.up = upstream.start()
-    local fds = glue.fd_count()
+    local fds = helpers.fd_count()
     local p = project_with({ mode = "bwrap", network = "deny", allow_hosts = { "127.0.0.1:" .. f.up.http_port } })
     local N = 200
     -- 200 sandboxes at once would be a load test of bwrap on a shared
@@ -493,7 +493,7 @@ describe("session proxies", function()
     assert.equal(N, #f.ended)
     assert.same({}, glue.sockets(f.dir))
     for i = 1, N do assert.is_false(glue.alive(list[i].handle)) end
-    assert.equal(fds, glue.fd_count())
+    assert.equal(fds, helpers.fd_count())
   end)
 end)
 

@@ -36,44 +36,6 @@ function M.stop(handle)
   M.wait(function() return not M.alive(handle) end, 10)
 end
 
---- Number of open file descriptors of this process. (helpers.fd_count
---- counts another process's: its pid is the $PPID of a shell that is not
---- this process's child.)
-function M.fd_count()
-  local n = 0
-  local scan = assert(uv.fs_scandir("/proc/" .. math.tointeger(uv.os_getpid()) .. "/fd"))
-  while uv.fs_scandir_next(scan) do n = n + 1 end
-  return n - 1 -- the directory scandir itself holds open while it reads
-end
-
-local bwrap_reason
---- True when real bwrap sandboxes (pid and net namespaces) run here, else
---- false and the reason. (helpers.bwrap_works's `code == 0 and false or
---- reason` always yields the reason.)
-function M.bwrap_works()
-  if bwrap_reason == nil then
-    local code, _, err = helpers.run("bwrap --ro-bind /usr /usr --ro-bind-try /lib /lib "
-      .. "--ro-bind-try /lib64 /lib64 --ro-bind-try /bin /bin --proc /proc --dev /dev "
-      .. "--unshare-pid --unshare-net -- /bin/true")
-    if code == 0 then
-      bwrap_reason = false
-    else
-      bwrap_reason = "bwrap cannot create namespaces here (exit " .. tostring(code) .. "): " .. err
-    end
-  end
-  return not bwrap_reason, bwrap_reason or nil
-end
-
---- Prints why a real-sandbox spec is skipped, then returns true when it must skip.
-function M.skip_without_bwrap()
-  local ok, why = M.bwrap_works()
-  if not ok then
-    io.stderr:write("SKIP (real bwrap): " .. why .. "\n")
-    return true
-  end
-  return false
-end
-
 --- Sleeps `s` seconds without a loop.
 function M.sleep(s)
   os.execute("sleep " .. s)
