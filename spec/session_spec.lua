@@ -69,13 +69,43 @@ local function get_via(path, url)
   return status, err
 end
 
--- The module's proxy loop (a thread and its fds) exists before fds are counted.
-local function warm_up()
-  local p = assert(isolation.proxy({ allow = {}, listen = "127.0.0.1:0" }))
+-- One proxy kept open while a block counts fds: the module's proxy thread
+-- (and its loop's fds) then lives across the block's tests instead of
+-- starting with the first proxy of a test and ending after its last.
+local pin
+local function pin_proxy_thread()
+  if pin then return end
+  pin = assert(isolation.proxy({ allow = {}, listen = "127.0.0.1:0" }))
+  -- One request through a unix-socket proxy first: libuv opens a reserve fd
+  -- for each loop once, lazily, and it must not count as a leak later.
+  local dir = helpers.tmpdir()
+  local up = upstream.start()
+  local p = assert(isolation.proxy({ allow = { "127.0.0.1:" .. up.http_port }, unix = dir .. "/warm.sock" }))
+  local done
+  glue.get_via(dir .. "/warm.sock", "http://127.0.0.1:" .. up.http_port .. "/small", function() done = true end)
+  glue.run_until(function() return done end, 20)
   p:close()
-  local pipe = uv.new_pipe(false)
-  pipe:close()
-  uv.run("nowait")
+  up:stop()
+  helpers.rmtree(dir)
+end
+local function unpin_proxy_thread()
+  if pin then pin:close() end
+  pin = nil
+end
+
+-- The fd count comes back to `fds` (connections end on the proxy's thread).
+local function assert_fds(fds)
+  local ok = glue.wait(function() return helpers.fd_count() == fds end, 10)
+  if not ok then -- say which, for the report
+    local dir = "/proc/" .. helpers.pid() .. "/fd"
+    local scan, list = uv.fs_scandir(dir), {}
+    while true do
+      local name = uv.fs_scandir_next(scan)
+      if not name then break end
+      list[#list + 1] = name .. " -> " .. tostring(uv.fs_readlink(dir .. "/" .. name))
+    end
+    assert.is_true(ok, "open fds: " .. helpers.fd_count() .. ", expected " .. fds .. ": " .. table.concat(list, ", "))
+  end
 end
 
 describe("session.manager", function()
@@ -130,6 +160,8 @@ end)
 
 describe("session launch policy", function()
   local f
+  setup(pin_proxy_thread)
+  teardown(unpin_proxy_thread)
   after_each(function() if f then cleanup(f) end f = nil end)
 
   it("gives a fresh launch the project default", function()
@@ -203,7 +235,6 @@ describe("session launch policy", function()
 
   it("refuses a deny launch on an ssh target before any proxy exists", function()
     f = fixture()
-    warm_up()
     local fds = helpers.fd_count()
     local p = project_with({ mode = "bwrap", network = "deny" })
     local s, err = f.mgr:launch({ id = "s1", project = p, target = "ssh", agent = "claude",
@@ -213,7 +244,7 @@ describe("session launch policy", function()
     assert.equal(0, f.launches)
     assert.same({}, glue.sockets(f.dir))
     assert.is_nil(f.mgr:get("s1"))
-    assert.equal(fds, helpers.fd_count())
+    assert_fds(fds)
   end)
 
   it("refuses a bad override, hook URL or launch spec before anything starts", function()
@@ -259,6 +290,37 @@ describe("session launch policy", function()
     assert.is_false(exists(f.root .. "/run/escape.sock"))
   end)
 
+  it("opens no proxy for docker with network deny: --network none has no route to one", function()
+    f = fixture()
+    f.bare = "true"
+    f.force_bare = true
+    local s = assert(f.mgr:launch({ id = "d1", isolation = { mode = "docker", network = "deny" }, agent = "codex",
+      workdir = f.work, command = "codex", tty = false }))
+    assert.equal("🔒 docker · deny", s.badge)
+    assert.is_nil(s.proxy_socket)
+    assert.same({}, glue.sockets(f.dir))
+    assert.matches("'--network' 'none'", f.cmdline, 1, true)
+  end)
+
+  it("ends the session even when stop fails, and says so", function()
+    f = fixture({ stop = function() error("tmux: can't find session") end })
+    local s = assert(f.mgr:launch({ id = "s1", isolation = { mode = "bwrap", network = "deny" },
+      workdir = f.work, command = "sleep 30" }))
+    local ok, err = f.mgr:kill("s1")
+    assert.is_nil(ok)
+    assert.matches("can't find session", err, 1, true)
+    assert.equal("ended", s.state)
+    assert.is_false(exists(s.proxy_socket))
+    glue.stop(s.handle)
+  end)
+
+  it("leaves a session running when its alive probe raises", function()
+    f = fixture({ alive = function() error("probe broke") end })
+    local s = assert(f.mgr:launch({ id = "s1", workdir = f.work, command = "sleep 30" }))
+    assert.equal(0, f.mgr:poll())
+    assert.equal("running", s.state)
+  end)
+
   it("returns nil, err for kill or archive of an unknown id", function()
     f = fixture()
     local ok, err = f.mgr:kill("nope")
@@ -272,7 +334,8 @@ end)
 
 describe("session proxies", function()
   local f
-  before_each(function() warm_up() end)
+  setup(pin_proxy_thread)
+  teardown(unpin_proxy_thread)
   after_each(function() if f then cleanup(f) end f = nil end)
 
   -- A deny launch whose proxy admits the test upstream by an IP pattern.
@@ -329,7 +392,7 @@ describe("session proxies", function()
     assert.is_false(glue.alive(s.handle))
     assert.same({ "s1:killed" }, f.ended)
     f.up:stop()
-    assert.equal(fds, helpers.fd_count())
+    assert_fds(fds)
   end)
 
   -- Launches a deny session whose process lives `secs` seconds, checks that
@@ -347,7 +410,7 @@ describe("session proxies", function()
     assert.is_false(exists(s.proxy_socket))
     local status = get_via(s.proxy_socket, upstream_url())
     assert.is_nil(status)
-    if fds then assert.equal(fds, helpers.fd_count()) end
+    if fds then assert_fds(fds) end
   end
 
   it("archive stops the process and tears the proxy down", function()
@@ -398,7 +461,7 @@ describe("session proxies", function()
     assert.equal("socket", seen.type)
     assert.same({}, glue.sockets(f.dir))
     assert.is_nil(f.mgr:get("s1"))
-    assert.equal(fds, helpers.fd_count())
+    assert_fds(fds)
   end)
 
   it("a launcher that raises tears the proxy down and returns nil, err", function()
@@ -410,7 +473,7 @@ describe("session proxies", function()
     assert.is_nil(s)
     assert.matches("exploded", err, 1, true)
     assert.same({}, glue.sockets(f.dir))
-    assert.equal(fds, helpers.fd_count())
+    assert_fds(fds)
   end)
 
   it("close ends every session; each tears down exactly once", function()
@@ -493,13 +556,12 @@ describe("session proxies", function()
     assert.equal(N, #f.ended)
     assert.same({}, glue.sockets(f.dir))
     for i = 1, N do assert.is_false(glue.alive(list[i].handle)) end
-    assert.equal(fds, helpers.fd_count())
+    assert_fds(fds)
   end)
 end)
 
 describe("session.recover", function()
   it("removes the dead sockets of a manager killed with SIGKILL and leaves live ones and other files", function()
-    warm_up()
     local root = helpers.tmpdir()
     local dir = root .. "/run"
     local work = root .. "/work"

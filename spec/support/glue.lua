@@ -29,11 +29,15 @@ function M.alive(handle)
   return state ~= nil and state ~= "Z" and state ~= "X"
 end
 
---- Ends the process group the launch started (setsid made it), and waits (bounded).
+--- Ends the process group the launch started (setsid made it), and waits
+--- (bounded). Retried: right after the launch, setsid may not have made the
+--- group yet, so the leader itself is killed too.
 function M.stop(handle)
   -- /usr/bin/kill: dash's builtin kill does not take a process group.
-  os.execute("/usr/bin/kill -s KILL -- -" .. handle.pid .. " 2>/dev/null")
-  M.wait(function() return not M.alive(handle) end, 10)
+  M.wait(function()
+    os.execute("/usr/bin/kill -s KILL -- -" .. handle.pid .. " " .. handle.pid .. " 2>/dev/null")
+    return not M.alive(handle)
+  end, 10)
 end
 
 --- Sleeps `s` seconds without a loop.
