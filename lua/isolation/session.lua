@@ -89,8 +89,8 @@ local function check_runtime_dir(dir)
   if type(dir) ~= "string" then
     error("bad argument to 'manager' (runtime_dir: string expected, got " .. type(dir) .. ")", 3)
   end
-  if dir:sub(1, 1) ~= "/" or dir:find("%z") then
-    return nil, "isolation: runtime_dir must be an absolute path (got " .. show(dir) .. ")"
+  if dir:sub(1, 1) ~= "/" or dir:find("\0", 1, true) then
+    return nil, "isolation: runtime_dir must be an absolute path without NUL bytes (got " .. show(dir) .. ")"
   end
   dir = dir:gsub("/+$", "")
   if dir == "" then return nil, "isolation: runtime_dir must not be / itself" end
