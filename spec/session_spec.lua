@@ -314,11 +314,14 @@ describe("session launch policy", function()
     glue.stop(s.handle)
   end)
 
-  it("leaves a session running when its alive probe raises", function()
-    f = fixture({ alive = function() error("probe broke") end })
+  it("leaves a session running when its alive probe raises, and logs one line", function()
+    local lines = {}
+    f = fixture({ alive = function() error("probe broke") end, log = function(l) lines[#lines + 1] = l end })
     local s = assert(f.mgr:launch({ id = "s1", workdir = f.work, command = "sleep 30" }))
     assert.equal(0, f.mgr:poll())
     assert.equal("running", s.state)
+    assert.equal(1, #lines)
+    assert.matches('alive probe for session "s1" failed: .*probe broke', lines[1])
   end)
 
   it("returns nil, err for kill or archive of an unknown id", function()

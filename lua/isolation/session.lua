@@ -180,7 +180,7 @@ Manager.__index = Manager
 
 local MANAGER_OPTIONS = {
   runtime_dir = "string", launcher = "function", alive = "function", stop = "function",
-  loop = "table", poll_interval = "number", on_end = "function",
+  loop = "table", poll_interval = "number", on_end = "function", log = "function",
 }
 
 --- Makes a session manager. Raises for wrong option types; returns nil, err
@@ -210,7 +210,7 @@ function M.manager(opts)
   M.recover(dir)
   local self = setmetatable({
     runtime_dir = dir,
-    _launcher = opts.launcher, _alive = opts.alive, _stop = opts.stop, _on_end = opts.on_end,
+    _launcher = opts.launcher, _alive = opts.alive, _stop = opts.stop, _on_end = opts.on_end, _logf = opts.log,
     _loop = opts.loop,
     _sessions = {}, _order = {}, _starting = {}, _closed = false,
   }, Manager)
@@ -220,13 +220,21 @@ function M.manager(opts)
     timer:start(ms, ms, function()
       -- An error inside uv.run() would end the process: report it instead.
       local pok, perr = pcall(self.poll, self)
-      if not pok then io.stderr:write("isolation: session poll failed: ", tostring(perr), "\n") end
+      if not pok then self:_log("isolation: session poll failed: " .. tostring(perr)) end
     end)
     -- Polling alone does not keep the orchestrator's loop running.
     timer:unref()
     self._timer = timer
   end
   return self
+end
+
+-- One line to the manager's log function, or to stderr; a log function
+-- that raises must not break what was being reported.
+function Manager:_log(line)
+  line = line:gsub("[\r\n]", " ")
+  if self._logf and pcall(self._logf, line) then return end
+  io.stderr:write(line, "\n")
 end
 
 -- Calls a C function of the module, turning a raised error into nil, err.
@@ -299,7 +307,7 @@ function Manager:_teardown(s, reason)
   remove_socket_after_close(s.proxy_socket)
   if self._on_end then
     local ok, err = pcall(self._on_end, s, reason)
-    if not ok then io.stderr:write("isolation: on_end for session ", show(s.id), " failed: ", tostring(err), "\n") end
+    if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
   end
   return true
 end
@@ -434,7 +442,7 @@ function Manager:poll()
     if s and s.state == "running" then
       local ok, alive = pcall(self._alive, s.handle, s)
       if not ok then
-        io.stderr:write("isolation: alive probe for session ", show(id), " failed: ", tostring(alive), "\n")
+        self:_log("isolation: alive probe for session " .. show(id) .. " failed: " .. tostring(alive))
       elseif not alive then
         if self:_teardown(s, "exited") then n = n + 1 end
       end
