@@ -416,6 +416,21 @@ describe("session proxies", function()
     if fds then assert_fds(fds) end
   end
 
+  it("admits the hook's host:port without allow_hosts, and nothing else on loopback", function()
+    f = fixture()
+    f.up = upstream.start()
+    f.bare = "sleep 60"
+    local hook = "http://127.0.0.1:" .. f.up.http_port .. "/hook/s1"
+    local s = assert(f.mgr:launch({ id = "s1", isolation = { mode = "bwrap", network = "deny" }, agent = "claude",
+      workdir = f.work, command = "sleep 60", hook_url = hook }))
+    assert.equal(200, get_via(s.proxy_socket, upstream_url("/small")))
+    assert.equal(403, get_via(s.proxy_socket, "http://127.0.0.1:" .. f.up.raw_port .. "/"))
+    assert.equal(403, get_via(s.proxy_socket, "http://other.example.net/"))
+    local st = s.proxy:stats()
+    assert.equal(1, st.allowed)
+    assert.equal(2, st.denied)
+  end)
+
   it("archive stops the process and tears the proxy down", function()
     f = fixture()
     f.up = upstream.start()
