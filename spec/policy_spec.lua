@@ -171,6 +171,12 @@ describe("policy.session_isolation", function()
     assert.same(NONE, policy.session_isolation(p, '{"isolation": {"mode": ""}}'))
   end)
 
+  it("treats an empty object as an override (no isolation), unlike an absent one", function()
+    local p = project_with(BWRAP_DENY)
+    assert.same(NONE, policy.session_isolation(p, '{"isolation": {}}'))
+    assert.same(BWRAP_DENY, policy.session_isolation(p, '{}'))
+  end)
+
   it("lets an object override the default", function()
     local p = project_with(BWRAP_DENY)
     assert.same({ mode = "bwrap", network = "allow" }, policy.session_isolation(p, { isolation = { mode = "bwrap" } }))
