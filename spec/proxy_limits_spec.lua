@@ -156,6 +156,31 @@ describe("isolation.proxy limits", function()
     p:close()
   end)
 
+  it("keeps at most 4096 events for :events() and counts the rest as dropped", function()
+    local p = proxy({ allow = {} })
+    local denied = "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"
+    local total, batch = 4100, 100
+    for _ = 1, total / batch do
+      local conns = {}
+      for i = 1, batch do
+        conns[i] = W.connect(p:address())
+        conns[i]:send(denied)
+      end
+      for i = 1, batch do
+        assert.is_true(conns[i]:wait_eof(10))
+        conns[i]:close()
+      end
+    end
+    local s = p:stats()
+    assert.are.equal(total, s.denied)
+    assert.are.equal(total - 4096, s.events_dropped)
+    assert.are.equal(4096, #p:events())
+    -- the queue is empty again and takes new events
+    W.exchange(p:address(), denied)
+    assert.are.equal(1, #p:events())
+    p:close()
+  end)
+
   it("closes a tunnel that stays silent both ways for idle_timeout", function()
     local p = proxy({ idle_timeout = 0.5 })
     local c = W.tunnel(p:address(), "up.example.com:" .. up.raw_port, "PING\n")

@@ -68,6 +68,15 @@ describe("isolation.proxy (thread mode)", function()
     c:close()
   end)
 
+  it("relays bytes sent behind the CONNECT head, and an end sent before the tunnel is up", function()
+    local c = W.connect(p:address())
+    c:send("CONNECT " .. raw_target() .. " HTTP/1.1\r\nHost: " .. raw_target() .. "\r\n\r\nECHO\nearly bytes")
+    c:shutdown()
+    assert.is_true(c:wait_eof(5))
+    assert.are.equal("HTTP/1.1 200 Connection established\r\n\r\nearly bytes", c.data)
+    c:close()
+  end)
+
   it("keeps the downstream open after the client's half-close", function()
     local c = W.tunnel(p:address(), raw_target())
     c:send("SRC 300000\n")
@@ -127,6 +136,20 @@ describe("isolation.proxy (thread mode)", function()
     end
     -- one upstream connection carried all four requests
     assert.is_true(up:wait(function(s) return s.http_accepts == accepts + 1 end, 2))
+  end)
+
+  it("answers pipelined forward requests in order, a body and the next head in one write", function()
+    local host = "up.example.com:" .. up.http_port
+    local c = W.connect(p:address())
+    c:send("POST " .. http_url("/echo") .. " HTTP/1.1\r\nHost: " .. host .. "\r\nContent-Length: 5\r\n\r\nfirst"
+      .. "GET " .. http_url("/small") .. " HTTP/1.1\r\nHost: " .. host .. "\r\n\r\n"
+      .. "POST " .. http_url("/echo") .. " HTTP/1.1\r\nHost: " .. host
+      .. "\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\nlast\r\n0\r\n\r\n")
+    assert.is_true(c:wait_eof(10))
+    local bodies = {}
+    for body in c.data:gmatch("\r\n\r\n([^H]*)") do bodies[#bodies + 1] = body end
+    assert.are.same({ "first", string.rep("s", 99) .. "\n", "last" }, bodies)
+    c:close()
   end)
 
   it("checks every request on a kept-alive connection: the second, to a denied host, gets 403", function()

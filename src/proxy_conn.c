@@ -165,6 +165,11 @@ void conn_update_reads(struct conn *c)
             !c->dir[DIR_UP].eof && !c->req_done && c->dir[DIR_UP].pending == 0;
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
         break;
+    case CONN_RESOLVE:
+    case CONN_DIAL:
+        client = c->is_connect && !c->dir[DIR_UP].eof &&
+                 c->head_len <= c->px->opts.max_header_bytes;
+        break;
     case CONN_LINGER:
         client = true;
         break;
@@ -180,7 +185,9 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     struct conn *c = h->data;
-    if (c->state == CONN_HEAD) {
+    if (c->state == CONN_HEAD ||
+        ((c->state == CONN_RESOLVE || c->state == CONN_DIAL) &&
+         c->is_connect)) {
         size_t limit = c->px->opts.max_header_bytes + 1;
         if (c->head_len == c->head_cap && c->head_cap < limit) {
             size_t cap = c->head_cap ? c->head_cap * 4 : 4096;
@@ -230,6 +237,21 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         } else if (n < 0) {
             conn_close(c);
         }
+        return;
+    }
+    if (c->state == CONN_RESOLVE || c->state == CONN_DIAL) {
+        /* A CONNECT being dialed: early tunnel bytes wait in the head
+         * buffer; an end is passed on once the tunnel is up. */
+        if (n > 0) {
+            c->head_len += (uint32_t)n;
+        } else if (n == UV_EOF) {
+            c->dir[DIR_UP].eof = true;
+            c->reading[SIDE_CLIENT] = false;
+        } else if (n < 0) {
+            conn_close(c);
+            return;
+        }
+        conn_update_reads(c);
         return;
     }
     struct relay_buf *rb = buf_owner(buf);
@@ -351,11 +373,18 @@ static void conn_end_client(struct conn *c)
     free(c->head);
     c->head = NULL;
     c->head_len = c->head_cap = 0;
-    c->shut_req[SIDE_CLIENT].data = c;
-    if (uv_shutdown(&c->shut_req[SIDE_CLIENT], &c->client.s,
-                    on_client_shutdown) != 0) {
-        conn_close(c);
-        return;
+    uv_os_fd_t fd;
+    if (c->dir[DIR_DOWN].pending == 0 && c->client.s.write_queue_size == 0 &&
+        uv_fileno(&c->client.h, &fd) == 0) {
+        /* Nothing queued: FIN now, without another loop pass. */
+        shutdown(fd, SHUT_WR);
+    } else {
+        c->shut_req[SIDE_CLIENT].data = c;
+        if (uv_shutdown(&c->shut_req[SIDE_CLIENT], &c->client.s,
+                        on_client_shutdown) != 0) {
+            conn_close(c);
+            return;
+        }
     }
     conn_arm(c, PROXY_LINGER_MS);
     conn_update_reads(c);
@@ -573,7 +602,11 @@ static void tunnel_established(struct conn *c)
     }
     c->last_active = uv_now(conn_loop(c));
     conn_arm(c, c->px->opts.idle_ms);
+    bool ended = c->dir[DIR_UP].eof;
+    c->dir[DIR_UP].eof = false;
     relay_tunnel_begin(c);
+    if (ended && !c->closing)
+        relay_eof(c, SIDE_CLIENT);
     conn_update_reads(c);
 }
 
@@ -624,6 +657,7 @@ static void check_and_dial(struct conn *c)
     c->state = CONN_DIAL;
     c->addr_i = 0;
     c->last_err = 0;
+    conn_update_reads(c);
     conn_arm(c, c->px->opts.connect_ms);
     dial_next(c);
 }
@@ -707,6 +741,7 @@ static void resolve(struct conn *c)
         return;
     }
     c->nopen++;
+    conn_update_reads(c);
     conn_arm(c, p->opts.dns_ms);
 }
 
@@ -777,8 +812,11 @@ static void handle_request(struct conn *c, const struct http_request *req,
     c->keep_alive = req->keep_alive && !req->is_connect;
     c->head_req = strcmp(c->method, "HEAD") == 0;
     c->close_after = false;
-    c->state = CONN_RESOLVE; /* stops reading the client for now */
-    conn_update_reads(c);
+    /* CONNECT keeps reading (into the head buffer, bounded) while it is
+     * checked, resolved and dialed: stopping and restarting costs system
+     * calls on every tunnel. A forward request stops: what follows is body,
+     * which is framed only once the upstream is there. */
+    c->state = CONN_RESOLVE;
 
     proxy_allow_put(c->allow);
     c->allow = proxy_allow_get(p);

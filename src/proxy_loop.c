@@ -152,10 +152,11 @@ static void thread_loop_stop(struct proxy_loop *loop)
 /* ---- luv mode ---- */
 
 /* Calls handle:method(...) for the luv handle in the registry; pcall'd. */
-static void luv_call(lua_State *L, int ref, const char *method, int nargs)
+static void luv_call(lua_State *L, struct proxy_loop *loop, int ref,
+                     const char *method, int nargs)
 {
     int base = lua_gettop(L) - nargs;
-    if (luv_loop && luv_loop->lua_dead) {
+    if (loop->lua_dead) {
         lua_settop(L, base);
         return;
     }
@@ -218,13 +219,13 @@ static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
     if (t == 0 && in_timer)
         t = 1;
     if (t < 0) {
-        luv_call(L, loop->timer_ref, "stop", 0);
+        luv_call(L, loop, loop->timer_ref, "stop", 0);
         return;
     }
     lua_pushinteger(L, t);
     lua_pushinteger(L, 0);
     lua_rawgeti(L, LUA_REGISTRYINDEX, loop->drive_ref);
-    luv_call(L, loop->timer_ref, "start", 3);
+    luv_call(L, loop, loop->timer_ref, "start", 3);
 }
 
 /*
@@ -233,14 +234,32 @@ static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
  * at exit on a handle whose close callback has not run yet, and nothing
  * guarantees that uv.run() is called again after a close.
  */
+/* The Lua state is closing and no proxy is left: the private loop goes.
+ * (A lookup still in the thread pool keeps it, and it stays allocated.) */
+static void luv_loop_free(struct proxy_loop *loop)
+{
+    for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
+        luv_run_private(loop);
+    if (luv_loop == loop)
+        luv_loop = NULL;
+    if (uv_loop_close(&loop->uv) == 0) {
+        relay_pool_free(loop);
+        free(loop);
+    }
+}
+
 static void luv_idle(lua_State *L, struct proxy_loop *loop)
 {
+    if (loop->lua_dead) {
+        luv_loop_free(loop);
+        return;
+    }
     /* Close callbacks of the last connections. */
     for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
         luv_run_private(loop);
     if (loop->polling) {
-        luv_call(L, loop->poll_ref, "stop", 0);
-        luv_call(L, loop->timer_ref, "stop", 0);
+        luv_call(L, loop, loop->poll_ref, "stop", 0);
+        luv_call(L, loop, loop->timer_ref, "stop", 0);
         loop->polling = false;
     }
 }
@@ -251,7 +270,7 @@ static void luv_poll_start(lua_State *L, struct proxy_loop *loop)
         return;
     lua_pushliteral(L, "r");
     lua_rawgeti(L, LUA_REGISTRYINDEX, loop->drive_ref);
-    luv_call(L, loop->poll_ref, "start", 2);
+    luv_call(L, loop, loop->poll_ref, "start", 2);
     loop->polling = true;
 }
 
@@ -302,8 +321,10 @@ void proxy_loop_kick(lua_State *L, struct proxy_loop *loop)
 
 static int luv_sentinel_gc(lua_State *L)
 {
-    struct proxy_loop **sentinel = lua_touserdata(L, 1);
-    (*sentinel)->lua_dead = true;
+    struct proxy_loop *loop = *(struct proxy_loop **)lua_touserdata(L, 1);
+    loop->lua_dead = true;
+    if (loop->nproxies == 0 && !loop->in_drive)
+        luv_loop_free(loop);
     return 0;
 }
 
@@ -354,7 +375,7 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
                  lua_tostring(L, -1));
         lua_pop(L, 1);
         if (loop->poll_ref != LUA_NOREF)
-            luv_call(L, loop->poll_ref, "close", 0);
+            luv_call(L, loop, loop->poll_ref, "close", 0);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->poll_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->drive_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->luv_ref);
