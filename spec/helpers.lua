@@ -91,7 +91,11 @@ function helpers.bwrap_works()
     local code, _, err = helpers.run("bwrap --ro-bind /usr /usr --ro-bind-try /lib /lib "
       .. "--ro-bind-try /lib64 /lib64 --ro-bind-try /bin /bin --proc /proc --dev /dev "
       .. "--unshare-pid --unshare-net -- /bin/true")
-    bwrap_reason = code == 0 and false or ("bwrap cannot create namespaces here: " .. err)
+    if code == 0 then
+      bwrap_reason = false
+    else
+      bwrap_reason = "bwrap cannot create namespaces here: " .. err
+    end
   end
   return not bwrap_reason, bwrap_reason or nil
 end

@@ -127,12 +127,17 @@ static int check_allow_hosts(lua_State *L, int base, int idx)
         const char *pat = lua_tolstring(L, -1, &len);
         char err[256] = "";
         if (!hostpat_valid(pat, len, err, sizeof err)) {
-            launch_push_quoted(L, pat, len);
-            lua_pushfstring(L,
-                            "isolation: allow_hosts[%I] is not a valid host "
-                            "pattern (got %s)%s%s",
-                            (LUAI_UACINT)i, lua_tostring(L, -1),
-                            err[0] ? ": " : "", err);
+            /* hostpat's message quotes the pattern and says what is valid */
+            if (err[0]) {
+                lua_pushfstring(L, "isolation: allow_hosts[%I]: %s",
+                                (LUAI_UACINT)i, err);
+            } else {
+                launch_push_quoted(L, pat, len);
+                lua_pushfstring(L,
+                                "isolation: allow_hosts[%I] is not a valid "
+                                "host pattern (got %s)",
+                                (LUAI_UACINT)i, lua_tostring(L, -1));
+            }
             lua_replace(L, base + 1);
             lua_settop(L, base + 1);
             return 0;

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #define ACCEPTED                                                               \
-    "accepted: name, *.name, an IPv4 address or [IPv6], each optionally "      \
-    "with :port, or a CIDR block such as 10.0.0.0/8 or fd00::/8"
+    "accepted: name, *.name, IPv4, [IPv6], each with an optional :port, or "   \
+    "a CIDR block like 10.0.0.0/8"
 
 enum pat_kind { PAT_NAME, PAT_WILDCARD, PAT_IP };
 
@@ -164,6 +164,46 @@ static bool parse_cidr(const char *s, size_t len, size_t slash,
     return true;
 }
 
+/* Says why host_parse refused a name, for the message. */
+static const char *name_problem(const char *host, size_t len)
+{
+    bool numeric_looking = host[0] >= '0' && host[0] <= '9';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)host[i];
+        if (!(c == '.' || (c >= '0' && c <= '9') || c == 'x' || c == 'X' ||
+              (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            numeric_looking = false;
+    }
+    if (numeric_looking)
+        return "a numeric host must be a canonical dotted-quad IPv4 (no "
+               "shorthand, decimal, hex, octal or leading zeros)";
+    if (len > 0 && host[len - 1] == '.')
+        len--;
+    if (len > 253)
+        return "the name is longer than 253 bytes";
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && host[i] != '.') {
+            unsigned char c = (unsigned char)host[i];
+            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                  (c >= 'A' && c <= 'Z') || c == '-' || c == '_'))
+                return "a label has a character other than letters, "
+                       "digits, '-' and '_'";
+            continue;
+        }
+        size_t label = i - start;
+        if (label == 0)
+            return "a label is empty";
+        if (label > 63)
+            return "a label is longer than 63 bytes";
+        if (host[start] == '-' || host[i - 1] == '-')
+            return "a label starts or ends with '-'";
+        start = i + 1;
+    }
+    return "the last label is a number (a resolver would read the name "
+           "as an address)";
+}
+
 static bool parse_pattern(const char *s, size_t len, struct pattern *p,
                           char *err, size_t errcap)
 {
@@ -215,7 +255,8 @@ static bool parse_pattern(const char *s, size_t len, struct pattern *p,
         p->port = parse_port(port_text, len - (size_t)(port_text - s));
         if (p->port == 0)
             return fail(err, errcap, s, len,
-                        "the port must be a number from 1 to 65535");
+                        "the port must be a number from 1 to 65535, "
+                        "without leading zeros");
     }
     if (host_len == 0)
         return fail(err, errcap, s, len, "the host is empty");
@@ -236,28 +277,12 @@ static bool parse_pattern(const char *s, size_t len, struct pattern *p,
     enum host_kind k =
         host_parse(host, host_len, p->name, sizeof p->name, &p->addr);
     if (k == HOST_INVALID) {
-        bool numeric = true;
-        for (size_t i = 0; i < host_len; i++)
-            if (host[i] == '.' || (host[i] >= '0' && host[i] <= '9'))
-                continue;
-            else if (!(host[i] == 'x' || host[i] == 'X' ||
-                       (host[i] >= 'a' && host[i] <= 'f') ||
-                       (host[i] >= 'A' && host[i] <= 'F')))
-                numeric = false;
         if (host[0] == '[')
             return fail(err, errcap, s, len,
-                        "not a valid IPv6 address in brackets (zone ids are "
-                        "not allowed)");
-        return fail(err, errcap, s, len,
-                    numeric && host_len > 0 && host[0] >= '0' && host[0] <= '9'
-                        ? "a numeric host must be a canonical dotted-quad "
-                          "IPv4 address (no shorthand, decimal, hex, octal "
-                          "or leading zeros), and a name's last label cannot "
-                          "be a number"
-                        : "not a valid host name (labels of a-z, 0-9, '-' "
-                          "and '_', 1 to 63 bytes, not starting or ending "
-                          "with '-', no empty label, 253 bytes at most; the "
-                          "last label not a number)");
+                        memchr(host, '%', host_len)
+                            ? "an IPv6 zone id ('%') is not allowed"
+                            : "not a valid IPv6 address in brackets");
+        return fail(err, errcap, s, len, name_problem(host, host_len));
     }
     if (k != HOST_NAME) {
         if (p->kind == PAT_WILDCARD)

@@ -8,15 +8,21 @@
 
 #include <lauxlib.h>
 #include <stdio.h>
+#include <string.h>
 
 #define QUOTED_CAP 96
 
 void launch_push_quoted(lua_State *L, const char *s, size_t len)
 {
+    launch_push_quoted_cap(L, s, len, QUOTED_CAP);
+}
+
+void launch_push_quoted_cap(lua_State *L, const char *s, size_t len, size_t cap)
+{
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     luaL_addchar(&b, '"');
-    size_t shown = len > QUOTED_CAP ? QUOTED_CAP : len;
+    size_t shown = len > cap ? cap : len;
     for (size_t i = 0; i < shown; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
@@ -75,4 +81,17 @@ void launch_push_got(lua_State *L, int idx)
     default:
         lua_pushstring(L, luaL_typename(L, idx));
     }
+}
+
+void launch_push_display(lua_State *L, const char *s)
+{
+    size_t len = strlen(s);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c == 0x7f || c == '"' || c == '\\') {
+            launch_push_quoted_cap(L, s, len, len);
+            return;
+        }
+    }
+    lua_pushlstring(L, s, len);
 }

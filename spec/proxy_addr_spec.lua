@@ -1,0 +1,132 @@
+-- What the proxy dials: only addresses it has checked. A name that
+-- resolves (here: is pinned with `resolve`) to a private address is
+-- refused unless allow_private or an IP pattern admits that address.
+local isolation = require("isolation")
+local upstream = require("support.upstream")
+local W = require("support.proxy")
+
+describe("isolation.proxy address checks", function()
+  local up
+
+  setup(function() up = upstream.start() end)
+  teardown(function() up:stop() end)
+
+  local function connect_status(p, target)
+    local c = W.exchange(p:address(), "CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\n\r\n")
+    return c:status(), c.data
+  end
+
+  local function proxy(opts)
+    opts.listen = opts.listen or "127.0.0.1:0"
+    return assert(isolation.proxy(opts))
+  end
+
+  it("refuses a name pinned to loopback, link-local, private or mixed answers, without dialing", function()
+    local port = up.raw_port
+    local cases = {
+      { "127.0.0.1" },
+      { "169.254.169.254" },
+      { "10.0.0.1" },
+      { "192.168.1.10" },
+      { "::1" },
+      { "fd00::1" },
+      -- the first answer would work (loopback upstream): only the check stops it
+      { "127.0.0.1", "93.184.215.14" },
+      { "93.184.215.14", "127.0.0.1" },
+    }
+    for _, addrs in ipairs(cases) do
+      local before = up:stats().accepts
+      local p = proxy({ allow = { "pinned.example.com" }, resolve = { ["pinned.example.com"] = addrs } })
+      local status, data = connect_status(p, "pinned.example.com:" .. port)
+      local ev = p:events()
+      p:close()
+      assert.are.equal(403, status, table.concat(addrs, ",") .. ": " .. data)
+      assert.are.equal(1, #ev)
+      assert.are.equal("deny", ev[1].type)
+      assert.matches("resolves to a %a[%a-]* address", ev[1].reason)
+      W.settle(0.05)
+      assert.are.equal(before, up:stats().accepts, "dialed for " .. table.concat(addrs, ","))
+    end
+  end)
+
+  it("names the address class in the reason", function()
+    local expect = { ["169.254.169.254"] = "link%-local", ["10.0.0.1"] = "private", ["127.0.0.1"] = "loopback" }
+    for addr, class in pairs(expect) do
+      local p = proxy({ allow = { "pinned.example.com" }, resolve = { ["pinned.example.com"] = { addr } } })
+      connect_status(p, "pinned.example.com:443")
+      local ev = p:events()
+      p:close()
+      assert.matches(class, ev[1].reason)
+      assert.matches(addr:gsub("%.", "%%."), ev[1].reason)
+    end
+  end)
+
+  it("reaches a loopback upstream with allow_private", function()
+    local p = proxy({ allow = { "pinned.example.com" }, allow_private = true,
+      resolve = { ["pinned.example.com"] = { "127.0.0.1" } } })
+    local c = W.tunnel(p:address(), "pinned.example.com:" .. up.raw_port, "PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    c:close()
+    p:close()
+  end)
+
+  it("reaches it when an IP pattern admits that address and port, and only that port", function()
+    local p = proxy({ allow = { "pinned.example.com", "127.0.0.1:" .. up.raw_port },
+      resolve = { ["pinned.example.com"] = { "127.0.0.1" } } })
+    local c = W.tunnel(p:address(), "pinned.example.com:" .. up.raw_port, "PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    c:close()
+    assert.are.equal(403, (connect_status(p, "pinned.example.com:" .. up.http_port)))
+    -- an IP literal host: the pattern admits it directly
+    local d = W.tunnel(p:address(), "127.0.0.1:" .. up.raw_port, "PING\n")
+    assert.is_true(d:wait_for("PONG"))
+    d:close()
+    p:close()
+    -- a CIDR block does too
+    local q = proxy({ allow = { "pinned.example.com", "127.0.0.0/8" },
+      resolve = { ["pinned.example.com"] = { "127.0.0.1" } } })
+    local e = W.tunnel(q:address(), "pinned.example.com:" .. up.raw_port, "PING\n")
+    assert.is_true(e:wait_for("PONG"))
+    e:close()
+    q:close()
+  end)
+
+  it("refuses an IP literal that the allowlist names but the private rule does not admit", function()
+    local p = proxy({ allow = { "*.example.com" } })
+    local before = up:stats().accepts
+    assert.are.equal(403, (connect_status(p, "127.0.0.1:" .. up.raw_port)))
+    assert.are.equal(403, (connect_status(p, "[::1]:" .. up.raw_port)))
+    W.settle(0.05)
+    assert.are.equal(before, up:stats().accepts)
+    p:close()
+  end)
+
+  it("answers 400 to numeric host forms that are not canonical IP literals, never resolving them", function()
+    local p = proxy({ allow = { "127.0.0.1" }, allow_private = true })
+    local before = up:stats().accepts
+    for _, host in ipairs({ "127.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.0.0.01" }) do
+      local status = connect_status(p, host .. ":" .. up.raw_port)
+      assert.are.equal(400, status, host)
+      local f = W.exchange(p:address(), "GET http://" .. host .. ":" .. up.http_port .. "/small HTTP/1.1\r\nHost: "
+        .. host .. ":" .. up.http_port .. "\r\n\r\n")
+      assert.are.equal(400, f:status(), host)
+    end
+    W.settle(0.05)
+    assert.are.equal(before, up:stats().accepts)
+    p:close()
+  end)
+
+  it("refuses a CONNECT to the proxy's own listening address", function()
+    local p = proxy({ allow = { "127.0.0.1", "self.example.com" }, allow_private = true,
+      resolve = { ["self.example.com"] = { "127.0.0.1" } } })
+    local status, data = connect_status(p, "127.0.0.1:" .. p:port())
+    assert.are.equal(403, status)
+    assert.matches("own", data)
+    assert.are.equal(403, (connect_status(p, "self.example.com:" .. p:port())))
+    local f = W.exchange(p:address(), "GET http://127.0.0.1:" .. p:port() .. "/ HTTP/1.1\r\nHost: 127.0.0.1:"
+      .. p:port() .. "\r\n\r\n")
+    assert.are.equal(403, f:status())
+    assert.are.equal(3, p:stats().connections)
+    p:close()
+  end)
+end)

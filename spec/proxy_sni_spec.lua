@@ -1,0 +1,138 @@
+-- The SNI check through the real proxy: with sni = "match", a ClientHello in
+-- a CONNECT tunnel that names another host closes the tunnel before a byte
+-- reaches the upstream; the same name (any case, one trailing dot) is
+-- relayed verbatim, whole or in pieces; no SNI and non-TLS bytes are
+-- relayed; sni = "off" relays everything.
+local uv = require("luv")
+local isolation = require("isolation")
+local wire = require("support.parsers")
+
+describe("proxy SNI check (wire)", function()
+  local cap, proxy, events, port
+
+  local function open(sni)
+    events = {}
+    local err
+    proxy, err = isolation.proxy({
+      allow = { "up.example.com", "127.0.0.1" },
+      listen = "127.0.0.1:0",
+      loop = uv,
+      sni = sni,
+      on_event = function(e) events[#events + 1] = e end,
+      resolve = { ["up.example.com"] = { "127.0.0.1" } },
+    })
+    assert.is_truthy(proxy, err)
+    port = proxy:port()
+  end
+
+  before_each(function() cap = wire.capture() end)
+
+  after_each(function()
+    if proxy then proxy:close() end
+    proxy = nil
+    cap.close()
+    wire.settle(0.05)
+  end)
+
+  -- CONNECT to target, then (after the 200) the tunnel bytes in pieces.
+  local function tunnel(target, pieces, opts)
+    opts = opts or {}
+    if type(pieces) == "string" then pieces = { pieces } end
+    local head = "CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\n\r\n"
+    return wire.exchange(port, head, {
+      gap = opts.gap,
+      timeout = opts.timeout or 3,
+      after_head = function(res, send)
+        if res.data:match("^HTTP/1%.1 200") then send(pieces) end
+      end,
+      until_fn = opts.until_fn,
+    })
+  end
+
+  local function upstream_gets(bytes)
+    return function() return #cap.data >= #bytes end
+  end
+
+  local function deny_event_about_sni()
+    for _, e in ipairs(events) do
+      if e.type == "deny" and type(e.reason) == "string"
+        and (e.reason:lower():find("sni", 1, true) or e.reason:lower():find("server name", 1, true)) then
+        return e
+      end
+    end
+  end
+
+  it("closes a tunnel whose ClientHello names another host, before any byte reaches upstream", function()
+    open("match")
+    local hello = wire.client_hello({ sni = "other.example.net" })
+    local res = tunnel("up.example.com:" .. cap.port, hello)
+    wire.settle(0.1)
+    assert.are.equal("200", res.status)
+    assert.is_true(res.eof, "the tunnel was closed")
+    assert.are.equal("", cap.data)
+    local e = deny_event_about_sni()
+    assert.is_truthy(e, "a deny event whose reason names the SNI")
+    assert.truthy(e.reason:find("other.example.net", 1, true))
+  end)
+
+  it("relays a ClientHello naming the CONNECT host verbatim (case and trailing dot ignored)", function()
+    open("match")
+    for _, name in ipairs({ "up.example.com", "UP.Example.COM", "up.example.com." }) do
+      cap.reset()
+      local hello = wire.client_hello({ sni = name })
+      tunnel("up.example.com:" .. cap.port, hello, { until_fn = upstream_gets(hello) })
+      wire.run_until(upstream_gets(hello), 3)
+      assert.are.equal(hello, cap.data, name)
+    end
+    assert.is_nil(deny_event_about_sni())
+  end)
+
+  it("reassembles a hello split over several writes and several records", function()
+    open("match")
+    local hello = wire.client_hello({ sni = "up.example.com", record_size = 40 })
+    tunnel("up.example.com:" .. cap.port, wire.pieces(hello, 7),
+      { gap = 0.01, until_fn = upstream_gets(hello) })
+    wire.run_until(upstream_gets(hello), 3)
+    assert.are.equal(hello, cap.data)
+
+    cap.reset()
+    local bad = wire.client_hello({ sni = "other.example.net", record_size = 40 })
+    local res = tunnel("up.example.com:" .. cap.port, wire.pieces(bad, 7), { gap = 0.01 })
+    wire.settle(0.1)
+    assert.is_true(res.eof)
+    assert.are.equal("", cap.data)
+  end)
+
+  it("relays a hello without SNI and bytes that are not TLS", function()
+    open("match")
+    local hello = wire.client_hello({})
+    tunnel("up.example.com:" .. cap.port, hello, { until_fn = upstream_gets(hello) })
+    wire.run_until(upstream_gets(hello), 3)
+    assert.are.equal(hello, cap.data)
+
+    cap.reset()
+    local text = "SSH-2.0-OpenSSH_9.2\r\n"
+    tunnel("up.example.com:" .. cap.port, text, { until_fn = upstream_gets(text) })
+    wire.run_until(upstream_gets(text), 3)
+    assert.are.equal(text, cap.data)
+  end)
+
+  it("refuses any SNI in a tunnel to an IP literal", function()
+    open("match")
+    local hello = wire.client_hello({ sni = "up.example.com" })
+    local res = tunnel("127.0.0.1:" .. cap.port, hello)
+    wire.settle(0.1)
+    assert.is_true(res.eof)
+    assert.are.equal("", cap.data)
+    assert.is_truthy(deny_event_about_sni())
+  end)
+
+  it("relays every hello with sni = \"off\"", function()
+    open("off")
+    local hello = wire.client_hello({ sni = "other.example.net" })
+    tunnel("up.example.com:" .. cap.port, hello, { until_fn = upstream_gets(hello) })
+    wire.run_until(upstream_gets(hello), 3)
+    assert.are.equal(hello, cap.data)
+    assert.is_nil(deny_event_about_sni())
+  end)
+end)
