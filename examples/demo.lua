@@ -177,6 +177,7 @@ local line, werr = isolation.wrap(spec)
 if not line then fail_plainly("wrap: %s", tostring(werr)) end
 
 local status, out, err = capture("bash", { "-c", line }, DEADLINE)
+local proxy_address = proxy:address()
 proxy:close()
 server:kill("sigterm")
 server:close()
@@ -218,7 +219,7 @@ local checks = {
 say("isolation demo: one command in a bwrap sandbox, network denied")
 say("")
 say("  web server  %s on the host's loopback (a separate process)", upstream)
-say("  proxy       %s, allowlist { %q }", proxy:address(), upstream)
+say("  proxy       %s, allowlist { %q }", proxy_address, upstream)
 say("  sandbox     bwrap --unshare-net, workdir %s, the proxy bridged in by socat", workdir)
 say("")
 local fmt = "  %-54s %-16s %-16s %s"

@@ -84,7 +84,8 @@ local agent_script = table.concat({
   "echo \"agent: started in $PWD, HOME=$HOME, proxy $HTTPS_PROXY\"",
   "curl -s -o /dev/null -w 'agent: hook answered %{http_code}\\n' -d '{\"event\":\"SessionStart\"}' " .. hook_url,
   "sleep 0.3",
-  "curl -s -o /dev/null -w 'agent: denied.example.net answered %{http_code}\\n' https://denied.example.net/",
+  "curl -s -o /dev/null -w 'agent: denied.example.net: CONNECT answered %{http_connect}\\n'"
+    .. " https://denied.example.net/",
   "sleep 0.3",
   "curl -s -o /dev/null --max-time 20 -w 'agent: nowhere.invalid answered %{http_code}\\n'"
     .. " http://nowhere.invalid/",
