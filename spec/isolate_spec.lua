@@ -420,3 +420,44 @@ describe("isolate", function()
     end)
   end)
 end)
+
+describe("isolate installed by luarocks", function()
+  local tmp
+  before_each(function() tmp = helpers.tmpdir() end)
+  after_each(function() helpers.rmtree(tmp) end)
+
+  it("runs from the tree alone: --version, --dry-run, and a real --network allow run", function()
+    -- a copy of the checkout without build/ and .git, installed into a fresh tree
+    local code, _, err = helpers.run("mkdir " .. helpers.shquote(tmp .. "/src") .. " && tar -C "
+      .. helpers.shquote(cli.ROOT) .. " --exclude=./build --exclude=./.git --exclude=./.luarocks -cf - . | tar -C "
+      .. helpers.shquote(tmp .. "/src") .. " -xf -")
+    assert.are.equal(0, code, err)
+    local tree = tmp .. "/tree"
+    local out
+    code, out, err = helpers.run("cd " .. helpers.shquote(tmp .. "/src")
+      .. " && luarocks --lua-version 5.4 make --tree " .. helpers.shquote(tree) .. " isolation-scm-1.rockspec")
+    assert.are.equal(0, code, out .. err)
+    -- only the tree, and the directories of the system's luv and cjson
+    local function dir_of(mod) return (assert(package.searchpath(mod, package.cpath)):match("^(.*)/[^/]+$")) end
+    local env = {
+      "LUA_PATH=" .. tree .. "/share/lua/5.4/?.lua;" .. tree .. "/share/lua/5.4/?/init.lua",
+      "LUA_CPATH=" .. tree .. "/lib/lua/5.4/?.so;" .. dir_of("luv") .. "/?.so;" .. dir_of("cjson") .. "/?.so",
+    }
+    local work = tmp .. "/work"
+    assert(uv.fs_mkdir(work, tonumber("755", 8)))
+    local status, vout, verr = cli.spawn({ tree .. "/bin/isolate", "--version" }, { env = env, cwd = work }).wait(60)
+    assert.are.equal(0, status, verr)
+    assert.are.equal("isolate " .. isolation.version .. " (module " .. tree .. "/lib/lua/5.4/isolation.so)\n", vout)
+    local dout, derr
+    status, dout, derr = cli.spawn({ tree .. "/bin/isolate", "--dry-run", "--", "true" }, { env = env, cwd = work })
+      .wait(60)
+    assert.are.equal(0, status, derr)
+    assert.truthy(dout:find("\nbwrap\n", 1, true), dout)
+    if cli.skip_without_bwrap() then return end
+    local rerr
+    status, _, rerr = cli.spawn({ tree .. "/bin/isolate", "--network", "allow", "--", "sh", "-c", "pwd > where" },
+      { env = env, cwd = work }).wait(60)
+    assert.are.equal(0, status, rerr)
+    assert.are.equal(assert(uv.fs_realpath(work)) .. "\n", helpers.read(work .. "/where"))
+  end)
+end)
