@@ -432,6 +432,13 @@ describe("isolate installed by luarocks", function()
       .. helpers.shquote(cli.ROOT) .. " --exclude=./build --exclude=./.git --exclude=./.luarocks -cf - . | tar -C "
       .. helpers.shquote(tmp .. "/src") .. " -xf -")
     assert.are.equal(0, code, err)
+    -- the rockspec must list every C file the Makefile compiles
+    local rockspec = assert(helpers.read(cli.ROOT .. "/isolation-scm-1.rockspec"))
+    local missing = {}
+    for _, n in ipairs(cli.ls(cli.ROOT .. "/src")) do
+      if n:match("%.c$") and not rockspec:find('"src/' .. n .. '"', 1, true) then missing[#missing + 1] = n end
+    end
+    assert.are.same({}, missing, "isolation-scm-1.rockspec does not list these src/*.c files")
     local tree = tmp .. "/tree"
     local out
     code, out, err = helpers.run("cd " .. helpers.shquote(tmp .. "/src")
