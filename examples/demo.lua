@@ -23,7 +23,7 @@ local isolation = require("isolation")
 
 local DEADLINE = 60 -- seconds for the whole sandboxed run, on a loaded machine
 
-local function say(...) io.stdout:write(string.format(...), "\n") end
+local function say(...) io.stdout:write((string.format(...):gsub("%s+$", "")), "\n") end
 
 local function fail_plainly(fmt, ...)
   io.stderr:write("demo: ", string.format(fmt, ...), "\n")
@@ -235,7 +235,7 @@ for _, ev in ipairs(events) do
   seen[#seen + 1] = string.format("%s %s %s:%s %s", ev.type, ev.method, ev.host, ev.port, ev.status)
 end
 say("  proxy events: %s", #seen > 0 and table.concat(seen, "; ") or "none")
-say("  the same from the command line: bin/isolate --allow-host %s -- curl http://%s/", upstream, upstream)
+say("  any command, this way: bin/isolate --allow-host HOST[:PORT] -- COMMAND [ARGS...]")
 say("")
 
 os.execute("rm -rf " .. shquote(base))

@@ -217,6 +217,17 @@ describe("isolate", function()
       assert.falsy(err:find("the proxy denied", 1, true))
     end)
 
+    it("names the admitted hosts the proxy could not reach (502), apart from the denied ones", function()
+      if cli.skip_without_bwrap() then return end
+      local status, out, err = cli.isolate({ "--workdir", tmp, "--allow-host", "*.invalid", "--", "sh", "-c",
+        "curl -s -o /dev/null -w '%{http_code}\\n' http://nowhere.invalid/" }, { env = { "TMPDIR=" .. tmp } })
+      assert.are.equal(0, status, err)
+      assert.are.equal("502\n", out)
+      assert.falsy(err:find("denied", 1, true), err)
+      local want = "isolate: the proxy admitted but could not reach 1 host:\nisolate:   nowhere.invalid:80 (502: "
+      assert.truthy(err:find(want, 1, true), err)
+    end)
+
     it("prints no summary when nothing was denied", function()
       if cli.skip_without_bwrap() then return end
       local status, out, err = cli.isolate({ "--workdir", tmp, "--allow-host", "127.0.0.1:" .. up.port, "--",
