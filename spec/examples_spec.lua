@@ -22,7 +22,7 @@ end
 describe("examples", function()
   describe("demo.lua", function()
     it("passes all five checks in a real sandbox and prints a readable table", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local status, out, err = example("demo.lua")
       assert.are.equal(0, status, out .. err)
       assert.are.equal(5, select(2, out:gsub(" PASS\n", "")), out)
@@ -57,7 +57,7 @@ describe("examples", function()
     end)
 
     it("is what `make demo` runs", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local status, out, err = cli.spawn({ "make", "--no-print-directory", "-s", "demo" }, { cwd = cli.ROOT }).wait(300)
       assert.are.equal(0, status, out .. err)
       assert.truthy(out:find("\nall 5 checks passed", 1, true), out)
@@ -66,7 +66,7 @@ describe("examples", function()
 
   describe("orchestrator.lua", function()
     it("shows the proxy's decisions and the hook calls live, and tears the session down", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local status, out, err = example("orchestrator.lua")
       assert.are.equal(0, status, out .. err)
       local hook = out:match("%[hook%] +POST (/hook/s1) ")
@@ -97,7 +97,7 @@ describe("examples", function()
     describe(name, function()
       it("runs as is from the repo root", function()
         if not present(name) then return end
-        if name == "policy.lua" and cli.skip_without_bwrap() then return end
+        if name == "policy.lua" and helpers.skip_without_bwrap() then return end
         local status, out, err = example(name)
         assert.are.equal(0, status, out .. err)
         for _, want in ipairs(wants) do assert.truthy(out:find(want, 1, true), want .. "\n" .. out) end

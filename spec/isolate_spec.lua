@@ -31,7 +31,7 @@ describe("isolate", function()
     end)
 
     it("is the command's own (0, 3) in a bwrap sandbox, network allow and deny", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       for _, net in ipairs({ "allow", "deny" }) do
         local status, _, err = cli.isolate({ "--network", net, "--workdir", tmp, "--", "true" },
           { env = { "TMPDIR=" .. tmp } })
@@ -59,7 +59,7 @@ describe("isolate", function()
     end)
 
     it("forwards SIGTERM and SIGINT to the command inside bwrap, not just to bwrap", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       for _, sig in ipairs({ { "sigterm", "TERM", 143 }, { "sigint", "INT", 130 } }) do
         os.remove(tmp .. "/ready")
         local marker = "isolate-spec-" .. sig[2] .. "-" .. uv.hrtime()
@@ -103,7 +103,7 @@ describe("isolate", function()
     end)
 
     it("runs exactly the argv after -- inside bwrap with the network denied", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local args = printf_args()
       table.insert(args, 1, tmp)
       table.insert(args, 1, "--workdir")
@@ -195,7 +195,7 @@ describe("isolate", function()
     end
 
     it("reaches an allowed loopback upstream through the proxy, gets 403 for others, no direct route", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local status, out, err = cli.isolate(probe_args(), { env = { "TMPDIR=" .. tmp } })
       assert.are.equal(0, status, err)
       assert.are.equal("hello from upstream GET /allowed HTTP/1.1\ndenied 403\ndenied 403\ndirect-failed\n", out)
@@ -208,7 +208,7 @@ describe("isolate", function()
     end)
 
     it("--verbose prints each decision as it happens and no summary", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local status, _, err = cli.isolate(probe_args({ "--verbose" }), { env = { "TMPDIR=" .. tmp } })
       assert.are.equal(0, status, err)
       assert.truthy(err:find("isolate: proxy: allow GET 127.0.0.1:" .. up.port .. " 200", 1, true), err)
@@ -218,7 +218,7 @@ describe("isolate", function()
     end)
 
     it("names the admitted hosts the proxy could not reach (502), apart from the denied ones", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local status, out, err = cli.isolate({ "--workdir", tmp, "--allow-host", "*.invalid", "--", "sh", "-c",
         "curl -s -o /dev/null -w '%{http_code}\\n' http://nowhere.invalid/" }, { env = { "TMPDIR=" .. tmp } })
       assert.are.equal(0, status, err)
@@ -229,7 +229,7 @@ describe("isolate", function()
     end)
 
     it("prints no summary when nothing was denied", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local status, out, err = cli.isolate({ "--workdir", tmp, "--allow-host", "127.0.0.1:" .. up.port, "--",
         "curl", "-s", "http://127.0.0.1:" .. up.port .. "/" }, { env = { "TMPDIR=" .. tmp } })
       assert.are.equal(0, status, err)
@@ -238,7 +238,7 @@ describe("isolate", function()
     end)
 
     it("runs the proxy in a private 0700 directory and tears it down: no socket, no process", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local p = cli.spawn({ cli.ISOLATE, "--workdir", tmp, "--", "sh", "-c",
         "echo ready > ready; while [ ! -e go ]; do sleep 0.05; done" }, { env = { "TMPDIR=" .. tmp } })
       assert.truthy(cli.wait_for(function() return helpers.read(tmp .. "/ready") end, 30), p.err)
@@ -258,7 +258,7 @@ describe("isolate", function()
     end)
 
     it("tears the proxy down after a signal too", function()
-      if cli.skip_without_bwrap() then return end
+      if helpers.skip_without_bwrap() then return end
       local p = cli.spawn({ cli.ISOLATE, "--workdir", tmp, "--", "sh", "-c",
         "echo ready > ready; exec sleep 60" }, { env = { "TMPDIR=" .. tmp } })
       assert.truthy(cli.wait_for(function() return helpers.read(tmp .. "/ready") end, 30), p.err)
@@ -471,7 +471,7 @@ describe("isolate installed by luarocks", function()
       .wait(60)
     assert.are.equal(0, status, derr)
     assert.truthy(dout:find("\nbwrap\n", 1, true), dout)
-    if cli.skip_without_bwrap() then return end
+    if helpers.skip_without_bwrap() then return end
     local rerr
     status, _, rerr = cli.spawn({ tree .. "/bin/isolate", "--network", "allow", "--", "sh", "-c", "pwd > where" },
       { env = env, cwd = work }).wait(60)

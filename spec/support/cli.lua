@@ -13,24 +13,6 @@ cli.LUA = "lua5.4"
 -- The sanitizer runtime of a spec-asan run must not reach the children.
 local CLEAN_ENV = { "-u", "LD_PRELOAD", "-u", "ASAN_OPTIONS", "-u", "UBSAN_OPTIONS" }
 
-local bwrap_reason
---- Like helpers.skip_without_bwrap (prints why, returns true when a real
---- sandbox cannot run here). Its own probe: helpers.bwrap_works as shipped
---- computes `code == 0 and false or reason`, which is the reason always.
-function cli.skip_without_bwrap()
-  if bwrap_reason == nil then
-    local code, _, err = helpers.run("bwrap --ro-bind /usr /usr --ro-bind-try /lib /lib "
-      .. "--ro-bind-try /lib64 /lib64 --ro-bind-try /bin /bin --proc /proc --dev /dev "
-      .. "--unshare-pid --unshare-net -- /bin/true")
-    bwrap_reason = (code ~= 0) and ("bwrap cannot create namespaces here: " .. err) or ""
-  end
-  if bwrap_reason ~= "" then
-    io.stderr:write("SKIP (real bwrap): " .. bwrap_reason .. "\n")
-    return true
-  end
-  return false
-end
-
 --- Runs the loop until pred() is true or `seconds` pass; returns pred().
 --- A 20 ms tick wakes the loop, so that pred may also watch files.
 function cli.wait_for(pred, seconds)
