@@ -78,6 +78,32 @@ describe("isolate", function()
     end)
   end)
 
+  describe("at a terminal", function()
+    it("Ctrl-C reaches the sandboxed command once, which handles it and goes on", function()
+      if helpers.skip_without_bwrap() then return end
+      if helpers.run("command -v script") ~= 0 then
+        io.stderr:write("SKIP (terminal): script(1) is not installed\n")
+        return
+      end
+      -- the script waits with `wait`, which a trapped signal interrupts at once
+      helpers.write(tmp .. "/t.sh", "trap 'echo int >> ints' INT\necho ready > ready\n"
+        .. "while [ ! -e done ]; do sleep 0.05 & wait $!; done\necho finished >> ints\nexit 0\n")
+      -- script(1) gives isolate a terminal; the ^C written to it becomes SIGINT
+      -- for the terminal's foreground process group
+      local p = cli.spawn({ "script", "-qec", helpers.shquote(cli.ISOLATE) .. " --workdir " .. helpers.shquote(tmp)
+        .. " -- bash t.sh", "/dev/null" }, { env = { "TMPDIR=" .. tmp }, stdin = true, cwd = tmp })
+      assert.truthy(cli.wait_for(function() return helpers.read(tmp .. "/ready") end, 30), p.out .. p.err)
+      p.stdin:write("\3")
+      assert.truthy(cli.wait_for(function() return helpers.read(tmp .. "/ints") end, 30), p.out .. p.err)
+      cli.wait_for(function() return false end, 0.5) -- room for a second copy to arrive
+      helpers.write(tmp .. "/done", "")
+      local status = p.wait(30)
+      -- bwrap itself ignored the ^C (else it dies, and the command with it)
+      assert.are.equal(0, status, p.out .. p.err)
+      assert.are.equal("int\nfinished\n", helpers.read(tmp .. "/ints"))
+    end)
+  end)
+
   describe("the command", function()
     local words = { "a b", "it's", "$HOME", "\"q\"", "`id`", "*", "", "back\\slash", "new\nline", "-n", "x=1", "if" }
 
@@ -124,7 +150,7 @@ describe("isolate", function()
       return {
         config = assert(isolation.config({ mode = "bwrap", network = "deny" })),
         workdir = workdir,
-        command = "echo 'a b' '$HOME'",
+        command = "exec env --default-signal=INT,QUIT -- echo 'a b' '$HOME'",
         proxy_socket = "/tmp/isolate.XXXXXX/proxy.sock",
       }
     end
@@ -169,7 +195,8 @@ describe("isolate", function()
       local real = assert(uv.fs_realpath(tmp))
       local expected = assert(isolation.bwrap_argv({
         config = { mode = "bwrap", network = "allow" }, agent = "codex", workdir = real,
-        ro_binds = { tmp .. "/data" }, binds = { "$HOME/.cache" }, ca_cert = tmp .. "/ca.pem", command = "true",
+        ro_binds = { tmp .. "/data" }, binds = { "$HOME/.cache" }, ca_cert = tmp .. "/ca.pem",
+        command = "exec env --default-signal=INT,QUIT -- true",
       }))
       assert.are.same(expected, cjson.decode(out))
     end)

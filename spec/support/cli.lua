@@ -26,7 +26,7 @@ function cli.wait_for(pred, seconds)
 end
 
 --- Starts a child: `argv` an array (argv[1] the program), `opts.env` an array
---- of NAME=VALUE added, `opts.cwd`. Returns a table whose out/err grow as the
+--- of NAME=VALUE added, `opts.cwd`, `opts.stdin` true for a pipe (p.stdin). Returns a table whose out/err grow as the
 --- child writes, status (128+n after signal n) once it ended, and helpers.
 function cli.spawn(argv, opts)
   opts = opts or {}
@@ -36,7 +36,9 @@ function cli.spawn(argv, opts)
   for _, a in ipairs(argv) do args[#args + 1] = a end
   local p = { out = "", err = "", closed = 0 }
   local out, err = uv.new_pipe(false), uv.new_pipe(false)
-  local handle, pid = uv.spawn("env", { args = args, stdio = { nil, out, err }, cwd = opts.cwd },
+  local stdin = opts.stdin and uv.new_pipe(false) or nil
+  p.stdin = stdin
+  local handle, pid = uv.spawn("env", { args = args, stdio = { stdin, out, err }, cwd = opts.cwd },
     function(code, signal)
       p.status = signal ~= 0 and 128 + signal or code
     end)
@@ -62,6 +64,7 @@ function cli.spawn(argv, opts)
       cli.wait_for(function() return p.status ~= nil end, 5)
     end
     if not handle:is_closing() then handle:close() end
+    if stdin and not stdin:is_closing() then stdin:close() end
     uv.run("nowait")
     return p.status, p.out, p.err
   end
