@@ -107,9 +107,24 @@ static void quiet_stdio(void)
         close(fd);
 }
 
+/*
+ * The bridge lives as long as the sandbox: it must not keep alive a pipe or
+ * file some caller let it inherit (Lua's io.open and io.popen descriptors
+ * are not close-on-exec). It needs nothing but stdio at start.
+ */
+static void close_inherited(void)
+{
+    if (close_range(3, ~0U, 0) == 0)
+        return;
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+}
+
 static int child(int listen_fd, const char *path, int ready_fd)
 {
     setsid();
+    if (chdir("/") < 0) /* hold no directory of the caller busy */
+        return fail(1, "chdir /", strerror(errno));
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     if (relay_init(listen_fd, path) < 0)
@@ -142,6 +157,7 @@ static int parent(pid_t pid, int ready_fd)
 
 int main(int argc, char **argv)
 {
+    close_inherited();
     if (argc == 2 &&
         (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         fputs(USAGE, stdout);

@@ -42,8 +42,10 @@ fuzz: fuzz-build
 	@fail=0; for t in $(FUZZ_TARGETS); do \
 	  work=$(BUILD)/fuzz/corpus/$$t; art=$(BUILD)/fuzz/artifacts/$$t/; \
 	  mkdir -p $$work $$art; \
+	  dict=; [ -f fuzz/$$t.dict ] && dict=-dict=fuzz/$$t.dict; \
 	  $(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    -artifact_prefix=$$art $$work fuzz/corpus/$$t >$(BUILD)/fuzz/$$t.log 2>&1; \
+	    -max_len=20000 $$dict -artifact_prefix=$$art $$work fuzz/corpus/$$t \
+	    >$(BUILD)/fuzz/$$t.log 2>&1; \
 	  rc=$$?; \
 	  execs=$$(grep -o 'stat::number_of_executed_units: *[0-9]*' $(BUILD)/fuzz/$$t.log | grep -o '[0-9]*$$'); \
 	  if [ $$rc -eq 0 ]; then \

@@ -123,6 +123,14 @@ describe("isolation.proxy address checks", function()
     assert.are.equal(403, status)
     assert.matches("own", data)
     assert.are.equal(403, (connect_status(p, "self.example.com:" .. p:port())))
+    -- other spellings that reach the same listener
+    local q = proxy({ allow = { "alias.example.com" }, allow_private = true,
+      resolve = { ["alias.example.com"] = { "0.0.0.0", "::ffff:127.0.0.1" } } })
+    local st, body = connect_status(q, "alias.example.com:" .. q:port())
+    assert.are.equal(403, st)
+    assert.matches("own", body)
+    assert.are.equal(0, q:stats().allowed)
+    q:close()
     local f = W.exchange(p:address(), "GET http://127.0.0.1:" .. p:port() .. "/ HTTP/1.1\r\nHost: 127.0.0.1:"
       .. p:port() .. "\r\n\r\n")
     assert.are.equal(403, f:status())

@@ -127,6 +127,43 @@ describe("proxy SNI check (wire)", function()
     assert.is_truthy(deny_event_about_sni())
   end)
 
+  it("checks a hello sent in the same write as the CONNECT head", function()
+    open("match")
+    local target = "up.example.com:" .. cap.port
+    local head = "CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\n\r\n"
+    local res = wire.exchange(port, head .. wire.client_hello({ sni = "other.example.net" }), { timeout = 3 })
+    wire.settle(0.1)
+    assert.is_true(res.eof)
+    assert.are.equal("", cap.data)
+    assert.is_truthy(deny_event_about_sni())
+
+    cap.reset()
+    local hello = wire.client_hello({ sni = "up.example.com" })
+    wire.exchange(port, head .. hello, { timeout = 3, until_fn = upstream_gets(hello) })
+    wire.run_until(upstream_gets(hello), 3)
+    assert.are.equal(hello, cap.data)
+  end)
+
+  it("closes a tunnel on a malformed or oversized ClientHello", function()
+    open("match")
+    local hello = wire.client_hello({ sni = "up.example.com" })
+    -- the server_name list length one byte short: the lengths disagree
+    local at = hello:find("up.example.com", 1, true)
+    local broken = hello:sub(1, at - 5) .. string.char(hello:byte(at - 4) - 1) .. hello:sub(at - 3)
+    local res = tunnel("up.example.com:" .. cap.port, broken)
+    wire.settle(0.1)
+    assert.is_true(res.eof)
+    assert.are.equal("", cap.data)
+
+    -- a hello that claims 20000 bytes in records: more than the proxy reads
+    local big = string.char(22, 3, 1, 0x40, 0x00, 1, 0, 0x4e, 0x20) .. string.rep("\0", 16380)
+      .. string.char(22, 3, 1, 0x40, 0x00) .. string.rep("\0", 16384)
+    res = tunnel("up.example.com:" .. cap.port, wire.pieces(big, 4096))
+    wire.settle(0.1)
+    assert.is_true(res.eof)
+    assert.are.equal("", cap.data)
+  end)
+
   it("relays every hello with sni = \"off\"", function()
     open("off")
     local hello = wire.client_hello({ sni = "other.example.net" })

@@ -251,8 +251,7 @@ describe("isolation.proxy unix sockets", function()
 
   it("replaces a stale socket file that nobody listens on", function()
     local path = dir .. "/stale.sock"
-    assert.are.equal(0, (helpers.run("python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.bind(\""
-      .. path .. "\")'")))
+    W.stale_socket(path)
     assert.are.equal(0, (helpers.run("test -S " .. helpers.shquote(path))))
     local p, err = isolation.proxy({ allow = {}, unix = path })
     assert.is_truthy(p, err)
@@ -267,7 +266,8 @@ describe("isolation.proxy unix sockets", function()
     assert.is_nil(b)
     assert.matches("in use", err)
     -- the first still serves
-    assert.are.equal(403, W.exchange(a:address(), "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"):status())
+    local denied = "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"
+    assert.are.equal(403, W.exchange(a:address(), denied):status())
     a:close()
   end)
 
@@ -294,8 +294,7 @@ describe("isolation.proxy unix sockets", function()
     local path = dir .. "/swap.sock"
     local p = assert(isolation.proxy({ allow = {}, unix = path }))
     os.remove(path)
-    assert.are.equal(0, (helpers.run("python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.bind(\""
-      .. path .. "\")'")))
+    W.stale_socket(path)
     p:close()
     assert.are.equal(0, (helpers.run("test -S " .. helpers.shquote(path))))
   end)
@@ -358,7 +357,8 @@ describe("isolation.proxy options and lifetime", function()
       return
     end
     assert.matches("^%[::1%]:%d+$", p:address())
-    assert.are.equal(403, W.exchange(p:address(), "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"):status())
+    local denied = "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"
+    assert.are.equal(403, W.exchange(p:address(), denied):status())
     p:close()
   end)
 
@@ -376,7 +376,7 @@ describe("isolation.proxy options and lifetime", function()
       local c = W.connect(q:address())
       c:send("CONNECT x.example.com:1 HTTP/1.1\r\n")
       W.settle(0.05)
-      q = nil
+      q = nil -- luacheck: ignore 311
       collectgarbage()
       collectgarbage()
       assert.is_true(c:wait_eof(5))

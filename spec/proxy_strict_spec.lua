@@ -137,6 +137,34 @@ describe("proxy strict parsing (wire)", function()
     assert.is_nil(cap.data:find("smuggled", 1, true))
   end)
 
+  it("sends upstream no hop-by-hop header, no Proxy-* header, nothing Connection names", function()
+    local res = wire.exchange(port, "GET " .. up("/h") .. " HTTP/1.1\r\n" .. host()
+      .. "Proxy-Authorization: Basic c2VjcmV0OnNlY3JldA==\r\n"
+      .. "Proxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\n"
+      .. "Connection: close, X-Hop-Secret\r\nX-Hop-Secret: s3cr3t\r\n"
+      .. "X-Kept: yes\r\n\r\n")
+    assert.are.equal("200", res.status)
+    local head = cap.data
+    assert.truthy(head:find("\r\nX-Kept: yes\r\n", 1, true))
+    for _, gone in ipairs({ "proxy-", "keep-alive: timeout", "te:", "x-hop-secret", "s3cr3t",
+      "c2VjcmV0" }) do
+      assert.is_nil(head:lower():find(gone:lower(), 1, true), gone .. " reached the upstream")
+    end
+  end)
+
+  it("checks a request pipelined behind a chunked body as a request of its own", function()
+    local smuggled = "GET http://denied.example.net:" .. cap.port .. "/s HTTP/1.1\r\n"
+      .. "Host: denied.example.net:" .. cap.port .. "\r\n\r\n"
+    local res = wire.exchange(port, "POST " .. up("/post") .. " HTTP/1.1\r\n" .. host()
+      .. "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" .. smuggled,
+      { until_fn = function(r) return r.data:find("HTTP/1%.1 403") ~= nil end })
+    assert.are.equal("200", res.status)
+    assert.truthy(res.data:find("HTTP/1%.1 403"), "the pipelined request was refused")
+    assert.is_nil(cap.data:find("denied.example.net", 1, true))
+    local _, heads = cap.data:gsub("HTTP/1%.1\r\n", "")
+    assert.are.equal(1, heads)
+  end)
+
   it("records each refusal as an event", function()
     refused("GET /ok HTTP/1.1\r\n" .. host() .. "\r\n", "400")
     wire.settle(0.05)

@@ -87,7 +87,7 @@ describe("validate_for_target", function()
     assert.is_truthy(err:find('use mode "" on target "sandbox"', 1, true), err)
   end)
 
-  it("returns the config's own error for an invalid config, before the target", function()
+  it("returns the config's own error for an invalid config", function()
     local ok, err = isolation.validate_for_target({ mode = "bwrap", network = "block" }, "local")
     assert.is_nil(ok)
     assert.matches("network", err, 1, true)

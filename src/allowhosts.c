@@ -13,14 +13,16 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /*
  * The model API hosts each agent CLI needs to run and to refresh its login
  * token; telemetry and error-reporting hosts are left out on purpose.
  */
 static const char *const claude_hosts[] = {
-    "api.anthropic.com",     /* the Messages API */
-    "console.anthropic.com", /* OAuth token refresh of a console login */
+    "api.anthropic.com",     /* the Messages API, profile, feature flags */
+    "platform.claude.com",   /* OAuth token exchange and refresh */
+    "console.anthropic.com", /* the same, for older Claude Code releases */
     NULL,
 };
 static const char *const codex_hosts[] = {

@@ -249,9 +249,15 @@ static bool from_npm_command(char *url, size_t cap)
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addchdir_np(&fa, "/");
+    /* Its own process group, so that a deadline ends node and any wrapper. */
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
     char *argv[] = {"npm", "config", "get", "registry", NULL};
     pid_t pid;
-    int rc = posix_spawnp(&pid, "npm", &fa, NULL, argv, env);
+    int rc = posix_spawnp(&pid, "npm", &fa, &attr, argv, env);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     free(env);
     close(fds[1]);
@@ -282,17 +288,19 @@ static bool from_npm_command(char *url, size_t cap)
     }
     close(fds[0]);
     int status = 0;
-    if (!eof || waitpid(pid, &status, WNOHANG) == 0) {
-        /* Give it the rest of the deadline to exit, then end it. */
-        while (waitpid(pid, &status, WNOHANG) == 0) {
-            if (now_ms() >= deadline) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                return false;
-            }
-            struct timespec ts = {0, 20 * 1000 * 1000};
-            nanosleep(&ts, NULL);
+    if (!eof)
+        kill(-pid, SIGKILL); /* past the deadline, or more output than a URL */
+    /* Reap it; after EOF it gets the rest of the deadline to exit. */
+    pid_t r;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 ||
+           (r < 0 && errno == EINTR)) {
+        if (now_ms() >= deadline) {
+            kill(-pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return false;
         }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     url[got] = '\0';
     while (got && (url[got - 1] == '\n' || url[got - 1] == '\r' ||

@@ -9,7 +9,6 @@
 #include "hostpat.h"
 #include "hostpat_internal.h"
 
-#include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -483,81 +482,4 @@ bool hostpat_match(const hostpat_list *list, enum host_kind kind,
     if (port < 1 || port > 65535)
         return false;
     return hostpat_match_port_or_none(list, kind, host, addr, port);
-}
-
-/* --- from Lua ----------------------------------------------------------- */
-
-hostpat_list *hostpat_from_lua(lua_State *L, int idx, const char *field,
-                               char *err, size_t errcap)
-{
-    idx = lua_absindex(L, idx);
-    if (lua_type(L, idx) != LUA_TTABLE) {
-        snprintf(err, errcap,
-                 "%s must be an array of host pattern strings (got %s)", field,
-                 luaL_typename(L, idx));
-        return NULL;
-    }
-    size_t n = lua_rawlen(L, idx);
-    size_t count = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        count++;
-        lua_Integer k = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
-        if (k < 1 || (size_t)k > n) {
-            lua_pop(L, 1);
-            snprintf(err, errcap,
-                     "%s must be an array of host pattern strings (got a "
-                     "table with non-array keys)",
-                     field);
-            return NULL;
-        }
-    }
-    if (count != n) {
-        snprintf(err, errcap,
-                 "%s must be an array of host pattern strings (got a table "
-                 "with holes)",
-                 field);
-        return NULL;
-    }
-    const char **texts = n ? malloc(n * sizeof *texts) : NULL;
-    size_t *lens = n ? malloc(n * sizeof *lens) : NULL;
-    if (n && (!texts || !lens)) {
-        free(texts);
-        free(lens);
-        snprintf(err, errcap, "out of memory compiling %s", field);
-        return NULL;
-    }
-    /* The strings stay alive: they are referenced by the table at idx. */
-    for (size_t i = 0; i < n; i++) {
-        int t = lua_rawgeti(L, idx, (lua_Integer)i + 1);
-        if (t != LUA_TSTRING) {
-            snprintf(err, errcap, "%s[%zu] must be a string (got %s)", field,
-                     i + 1, lua_typename(L, t));
-            lua_pop(L, 1);
-            free(texts);
-            free(lens);
-            return NULL;
-        }
-        texts[i] = lua_tolstring(L, -1, &lens[i]);
-        lua_pop(L, 1);
-    }
-    char inner[1024];
-    hostpat_list *list = hostpat_compile(texts, lens, n, inner, sizeof inner);
-    if (!list) {
-        /* Name the element that failed. */
-        size_t bad = 0;
-        for (size_t i = 0; i < n; i++)
-            if (!hostpat_valid(texts[i], lens[i], NULL, 0)) {
-                bad = i + 1;
-                break;
-            }
-        if (bad)
-            snprintf(err, errcap, "%s[%zu]: %s", field, bad, inner);
-        else
-            snprintf(err, errcap, "%s: %s", field, inner);
-    }
-    free(texts);
-    free(lens);
-    return list;
 }

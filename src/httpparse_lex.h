@@ -23,39 +23,39 @@ static inline enum http_line_result http_lex_line(const char *buf, size_t lim,
                                                   size_t start, size_t *eol,
                                                   const char **why)
 {
-    for (size_t i = start; i < lim; i++) {
-        unsigned char c = (unsigned char)buf[i];
-        if (c > '\r')
-            continue;
-        if (c == '\0') {
-            *why = "NUL byte in head";
-            return LINE_BAD;
-        }
-        if (c == '\n') {
-            *why = "bare LF in head";
-            return LINE_BAD;
-        }
-        if (c == '\r') {
-            if (i + 1 == lim)
-                return LINE_MORE;
-            if (buf[i + 1] != '\n') {
-                *why = "bare CR in head";
-                return LINE_BAD;
-            }
-            *eol = i;
-            return LINE_DONE;
-        }
+    /*
+     * The proxy reads a head again each time more of it arrives, so this
+     * is the hot loop: libc's memchr scans many bytes per cycle, three
+     * passes of it beat one byte-by-byte pass by far.
+     */
+    if (start >= lim)
+        return LINE_MORE;
+    const char *p = buf + start;
+    const char *cr = memchr(p, '\r', lim - start);
+    size_t span = cr ? (size_t)(cr - p) : lim - start;
+    const char *nul = memchr(p, '\0', span);
+    const char *lf = memchr(p, '\n', span);
+    if (nul || lf) {
+        *why =
+            (nul && (!lf || nul < lf)) ? "NUL byte in head" : "bare LF in head";
+        return LINE_BAD;
     }
-    return LINE_MORE;
+    if (!cr || (size_t)(cr - buf) + 1 == lim)
+        return LINE_MORE;
+    if (cr[1] != '\n') {
+        *why = "bare CR in head";
+        return LINE_BAD;
+    }
+    *eol = (size_t)(cr - buf);
+    return LINE_DONE;
 }
 
-/* RFC 9110 tchar. */
+/* RFC 9110 tchar: ALPHA, DIGIT and !#$%&'*+-.^_`|~, as a 128-bit set. */
 static inline bool http_is_tchar(unsigned char c)
 {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-        (c >= '0' && c <= '9'))
-        return true;
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+    static const uint64_t set[2] = {UINT64_C(0x03ff6cfa00000000),
+                                    UINT64_C(0x57ffffffc7fffffe)};
+    return c < 128 && (set[c >> 6] >> (c & 63)) & 1;
 }
 
 /* field-value bytes: HTAB, SP, VCHAR, obs-text. */

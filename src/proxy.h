@@ -171,7 +171,6 @@ struct proxy_loop {
     struct proxy *luv_proxies;
 };
 
-
 enum conn_state {
     CONN_HEAD,    /* reading a request head (or idle between requests) */
     CONN_RESOLVE, /* waiting for the name's addresses */

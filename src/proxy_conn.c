@@ -132,8 +132,7 @@ static void set_reading(struct conn *c, int side, bool want)
 {
     if (c->reading[side] == want)
         return;
-    uv_stream_t *s =
-        side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up;
+    uv_stream_t *s = side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up;
     if (want) {
         int r = side == SIDE_CLIENT
                     ? uv_read_start(s, on_client_alloc, on_client_read)
@@ -162,8 +161,8 @@ void conn_update_reads(struct conn *c)
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
         break;
     case CONN_FORWARD:
-        client = !c->dir[DIR_UP].eof && !c->req_done &&
-                 c->dir[DIR_UP].pending == 0;
+        client =
+            !c->dir[DIR_UP].eof && !c->req_done && c->dir[DIR_UP].pending == 0;
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
         break;
     case CONN_LINGER:
@@ -388,16 +387,14 @@ static void conn_reply(struct conn *c, int status, const char *type,
     conn_end_client(c);
 }
 
-void conn_fail(struct conn *c, int status, const char *type,
-               const char *reason)
+void conn_fail(struct conn *c, int status, const char *type, const char *reason)
 {
     if (c->closing)
         return;
     if (c->state == CONN_TUNNEL ||
         (c->state == CONN_FORWARD && c->res_head_done)) {
         /* The client already has a status line: all we can do is stop. */
-        proxy_event(c->px, type, c->method, c->host, c->port, status,
-                    reason);
+        proxy_event(c->px, type, c->method, c->host, c->port, status, reason);
         conn_close(c);
         return;
     }
@@ -459,16 +456,32 @@ static socklen_t to_sockaddr(const struct host_addr *a, int port,
     return sizeof *s6;
 }
 
+/*
+ * Would dialing a:port reach our own listener? Also true for the
+ * unspecified address (Linux routes it to a local listener) and for an
+ * IPv4-mapped IPv6 form of our address.
+ */
 static bool is_self(struct proxy *p, const struct host_addr *a, int port)
 {
+    static const uint8_t zero[16];
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
     if (p->is_unix || port != p->port)
         return false;
-    if (p->self.ss_family == AF_INET && a->family == 4)
-        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, a->bytes,
-                      4) == 0;
+    const uint8_t *v4 = NULL;
+    if (a->family == 4)
+        v4 = a->bytes;
+    else if (memcmp(a->bytes, mapped, 12) == 0)
+        v4 = a->bytes + 12;
+    if ((a->family == 4 && memcmp(a->bytes, zero, 4) == 0) ||
+        (a->family == 6 && memcmp(a->bytes, zero, 16) == 0) ||
+        (v4 && memcmp(v4, zero, 4) == 0))
+        return true;
+    if (p->self.ss_family == AF_INET && v4)
+        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, v4, 4) == 0;
     if (p->self.ss_family == AF_INET6 && a->family == 6)
-        return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr,
-                      a->bytes, 16) == 0;
+        return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr, a->bytes,
+                      16) == 0;
     return false;
 }
 
@@ -517,8 +530,8 @@ static void dial_next(struct conn *c)
     }
     if (c->addr_i >= c->naddr) {
         char reason[HOST_NAME_CAP + 96];
-        snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s",
-                 c->host, c->port,
+        snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s", c->host,
+                 c->port,
                  c->last_err ? uv_strerror(c->last_err) : "no address");
         conn_reply(c, 502, "error", reason);
         return;
@@ -615,8 +628,7 @@ static void check_and_dial(struct conn *c)
     dial_next(c);
 }
 
-static void on_resolved(uv_getaddrinfo_t *req, int status,
-                        struct addrinfo *res)
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
     struct conn *c = req->data;
     free(req);
@@ -754,8 +766,8 @@ static void handle_request(struct conn *c, const struct http_request *req,
                            size_t head_len)
 {
     struct proxy *p = c->px;
-    size_t ml = req->method.n < sizeof c->method ? req->method.n
-                                                  : sizeof c->method - 1;
+    size_t ml =
+        req->method.n < sizeof c->method ? req->method.n : sizeof c->method - 1;
     memcpy(c->method, req->method.p, ml);
     c->method[ml] = '\0';
     memcpy(c->host, req->host, sizeof c->host);
@@ -861,6 +873,10 @@ void conn_forward_done(struct conn *c)
         conn_parse_head(c);
         return;
     }
+    /* Idle between requests: hold no head buffer. */
+    free(c->head);
+    c->head = NULL;
+    c->head_cap = 0;
     c->kept = true;
     conn_arm(c, c->px->opts.idle_ms);
     conn_update_reads(c);
@@ -898,8 +914,9 @@ static void on_timer(uv_timer_t *t)
         uint64_t idle = now - c->last_active;
         if (idle >= p->opts.idle_ms) {
             if (c->state == CONN_FORWARD && !c->res_head_done)
-                conn_fail(c, 504, "error", "upstream did not answer within "
-                                           "idle_timeout");
+                conn_fail(c, 504, "error",
+                          "upstream did not answer within "
+                          "idle_timeout");
             else
                 conn_close(c);
             break;
@@ -948,8 +965,7 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    atomic_fetch_add_explicit(&p->stats.connections, 1,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
     if (!p->is_unix)
         uv_tcp_nodelay(&c->client.tcp, 1);
     c->state = CONN_HEAD;

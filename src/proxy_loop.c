@@ -291,8 +291,8 @@ static int luv_new(lua_State *L, int luv_idx, const char *fname, int nargs,
     return 0;
 }
 
-static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx,
-                                         char *err, size_t errcap)
+static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
+                                         size_t errcap)
 {
     struct proxy_loop *loop = calloc(1, sizeof *loop);
     if (!loop) {

@@ -180,10 +180,13 @@ enum tls_sni tls_hello_sni(const uint8_t *buf, size_t len, char *name,
 
     TRY(skip(&r, 2 + 32)); /* legacy_version, random */
     TRY(get8(&r, &b));     /* legacy_session_id */
-    CHECK(b <= 32);
+    CHECK(b <= 32 && 2 + 32 + 1 + (size_t)b + 2 <= hlen);
     TRY(skip(&r, b));
     used = 2 + 32 + 1 + b;
 
+    /* Each length is checked against hlen before it is read, so a hello
+     * that claims less than its fields need is MALFORMED at once instead
+     * of waiting for bytes beyond its end. */
     TRY(get16(&r, &n)); /* cipher_suites */
     CHECK(n >= 2 && n % 2 == 0 && used + 2 + n <= hlen);
     TRY(skip(&r, n));

@@ -16,6 +16,7 @@ function M.run_until(pred, timeout)
   end
   t:stop()
   t:close()
+  uv.run("nowait") -- let the close finish: luv must not meet a closing handle at exit
   return pred()
 end
 
@@ -26,6 +27,7 @@ function M.settle(seconds)
   t:start(math.floor(seconds * 1000), 0, function() done = true end)
   while not done do uv.run("once") end
   t:close()
+  uv.run("nowait")
 end
 
 --- A TCP upstream on 127.0.0.1 that records connections and bytes. With
@@ -119,6 +121,7 @@ function M.exchange(port, pieces, opts)
     opts.timeout or 5)
   timer:close()
   if not c:is_closing() then c:close() end
+  uv.run("nowait")
   res.status = res.data:match("^HTTP/1%.1 (%d%d%d)")
   return res
 end

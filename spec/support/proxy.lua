@@ -60,7 +60,7 @@ function M.connect(addr, timeout)
     c:close()
     error("connect " .. addr .. " failed: " .. tostring(c.err or "timeout"))
   end
-  c.h:read_start(function(err, chunk)
+  c.reader = function(err, chunk)
     if err then
       c.err = err
       c.eof = true
@@ -71,8 +71,18 @@ function M.connect(addr, timeout)
     else
       c.eof = true
     end
-  end)
+  end
+  c.h:read_start(c.reader)
   return c
+end
+
+--- Stops reading (the kernel buffers fill, then the sender must wait).
+function Conn:pause()
+  self.h:read_stop()
+end
+
+function Conn:resume()
+  self.h:read_start(self.reader)
 end
 
 function Conn:send(s)
@@ -94,6 +104,26 @@ function M.fd_count()
   local req = assert(uv.fs_scandir("/proc/self/fd"))
   while uv.fs_scandir_next(req) do n = n + 1 end
   return n
+end
+
+--- Leaves a socket file at path that nobody listens on.
+function M.stale_socket(path)
+  -- libuv unlinks a bound pipe's path on close: bind in a child that exits
+  -- without closing it.
+  local script = string.format("local h = require('luv').new_pipe(false); assert(h:bind(%q)); os.exit(0, false)",
+    path)
+  local ok = os.execute("env -u LD_PRELOAD lua5.4 -e '" .. script:gsub("'", "'\\''") .. "'")
+  assert(ok, "could not leave a stale socket at " .. path)
+end
+
+--- A loopback TCP port where nothing listens (bound, then released).
+function M.closed_port()
+  local h = uv.new_tcp()
+  assert(h:bind("127.0.0.1", 0))
+  local port = h:getsockname().port
+  h:close()
+  uv.run("nowait")
+  return port
 end
 
 return M.run_until(function() return pred(self) end, timeout or 5)
@@ -162,6 +192,26 @@ function M.fd_count()
   local req = assert(uv.fs_scandir("/proc/self/fd"))
   while uv.fs_scandir_next(req) do n = n + 1 end
   return n
+end
+
+--- Leaves a socket file at path that nobody listens on.
+function M.stale_socket(path)
+  -- libuv unlinks a bound pipe's path on close: bind in a child that exits
+  -- without closing it.
+  local script = string.format("local h = require('luv').new_pipe(false); assert(h:bind(%q)); os.exit(0, false)",
+    path)
+  local ok = os.execute("env -u LD_PRELOAD lua5.4 -e '" .. script:gsub("'", "'\\''") .. "'")
+  assert(ok, "could not leave a stale socket at " .. path)
+end
+
+--- A loopback TCP port where nothing listens (bound, then released).
+function M.closed_port()
+  local h = uv.new_tcp()
+  assert(h:bind("127.0.0.1", 0))
+  local port = h:getsockname().port
+  h:close()
+  uv.run("nowait")
+  return port
 end
 
 return M

@@ -30,7 +30,8 @@ local function flush()
   local tmp = statsfile .. ".tmp"
   local f = io.open(tmp, "wb")
   if not f then return end
-  f:write(string.format("accepts=%d http_accepts=%d raw_accepts=%d requests=%d bytes_in=%d bytes_out=%d open=%d last=%s\n",
+  f:write(string.format(
+    "accepts=%d http_accepts=%d raw_accepts=%d requests=%d bytes_in=%d bytes_out=%d open=%d last=%s\n",
     st.accepts, st.http_accepts, st.raw_accepts, st.requests, st.bytes_in, st.bytes_out, st.open, st.last))
   f:close()
   os.rename(tmp, statsfile)
@@ -202,8 +203,10 @@ local function serve_http(c)
         end
         local lower = head:lower()
         local conn = lower:match("\r\nconnection:%s*([^\r]*)")
+        local wants_close = conn and conn:find("close", 1, true) ~= nil
+        local wants_keep = conn and conn:find("keep-alive", 1, true) ~= nil
         req = { method = method, path = path, head = head,
-          close = (conn and conn:find("close", 1, true)) ~= nil or (ver == "0" and not (conn and conn:find("keep%-alive"))) }
+          close = wants_close or (ver == "0" and not wants_keep) }
         req.chunked = lower:match("\r\ntransfer%-encoding:%s*chunked") ~= nil
         req.length = tonumber(lower:match("\r\ncontent%-length:%s*(%d+)") or "0")
       end

@@ -449,8 +449,42 @@ static void limits(void)
     CHECK(parse_n(many, m, 65536) == -431);
 }
 
+/* Every byte value in a header name and in a method: only tchars pass. */
+static void token_chars(void)
+{
+    int wrong = 0;
+    for (int c = 0; c < 256; c++) {
+        int tchar = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') ||
+                    (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+        char head[128];
+        int n = snprintf(head, sizeof head,
+                         "GET http://example.com/ HTTP/1.1\r\n"
+                         "Host: example.com\r\nX%cY: v\r\n\r\n",
+                         c ? c : '?');
+        if (c == 0)
+            head[n - 11] = '\0'; /* the byte after "X" */
+        int r = parse_n(head, (size_t)n, 65536);
+        /* "X:Y: v" is the header X with the value "Y: v". */
+        if ((r > 0) != (tchar || c == ':'))
+            wrong++;
+        n = snprintf(head, sizeof head,
+                     "G%cT http://example.com/ HTTP/1.1\r\n"
+                     "Host: example.com\r\n\r\n",
+                     c ? c : '?');
+        if (c == 0)
+            head[1] = '\0';
+        r = parse_n(head, (size_t)n, 65536);
+        /* ' ' splits the line into four parts: refused too. */
+        if ((r > 0) != tchar)
+            wrong++;
+    }
+    CHECKM(wrong == 0, "%d byte values judged wrongly", wrong);
+}
+
 void test_request(void)
 {
+    token_chars();
     valid_requests();
     hop_by_hop();
     refusals();

@@ -218,6 +218,11 @@ static void malformed(void)
     n = build_hello(&edge, H, sizeof H);
     CHECK(n > TLS_HELLO_MAX);
     CHECK(sni(H, TLS_HELLO_MAX) == TLS_SNI_MALFORMED);
+    /* A hello that claims less than its fields need: MALFORMED at once,
+     * not a wait for bytes past its end. */
+    n = base();
+    H[OFF_HS_LEN] = 0, H[OFF_HS_LEN + 1] = 0, H[OFF_HS_LEN + 2] = 45;
+    CHECK(sni(H, OFF_SID_LEN + 1) == TLS_SNI_MALFORMED);
     /* A hello whose length field claims more than the limit. */
     n = base();
     H[OFF_HS_LEN] = 0x01;
