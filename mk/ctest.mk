@@ -35,3 +35,6 @@ ctest-asan: $(BUILD)/ctest/parsers_test_asan
 	  $(BUILD)/ctest/parsers_test_asan
 
 TEST_STEPS += ctest ctest-asan
+
+# spec/proxy_sni_spec.lua drives a real TLS client (openssl s_client).
+EXTRA_DEBS += openssl

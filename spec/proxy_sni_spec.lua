@@ -173,3 +173,53 @@ describe("proxy SNI check (wire)", function()
     assert.is_nil(deny_event_about_sni())
   end)
 end)
+
+-- The same check against a real TLS client: openssl s_client speaks CONNECT
+-- to the proxy itself, then sends the ClientHello OpenSSL builds. The proxy
+-- runs in thread mode here (s_client blocks this thread) and the upstream
+-- is the counting child process of support.upstream.
+describe("proxy SNI check with openssl s_client", function()
+  local helpers = require("helpers")
+  local upstream = require("support.upstream")
+  local have_openssl = helpers.run("command -v openssl") == 0
+  if not have_openssl then
+    io.stderr:write("SKIP (openssl s_client): openssl is not installed\n")
+    return
+  end
+
+  local up, proxy
+  before_each(function()
+    up = upstream.start()
+    proxy = assert(isolation.proxy({
+      allow = { "up.example.com", "127.0.0.1" },
+      listen = "127.0.0.1:0",
+      resolve = { ["up.example.com"] = { "127.0.0.1" } },
+    }))
+  end)
+  after_each(function()
+    proxy:close()
+    up:stop()
+  end)
+
+  local function s_client(servername)
+    return helpers.run(("timeout 15 openssl s_client -proxy 127.0.0.1:%d -connect up.example.com:%d "
+      .. "-servername %s"):format(proxy:port(), up.raw_port, helpers.shquote(servername)))
+  end
+
+  it("closes the tunnel when the hello names another host; relays it when it names the CONNECT host", function()
+    s_client("other.example.net")
+    local denied
+    for _, e in ipairs(proxy:events()) do
+      if e.type == "deny" and e.reason:find("other.example.net", 1, true) then denied = e end
+    end
+    assert.is_truthy(denied, "a deny event naming the hello's server name")
+    assert.is_false(up:wait(function(s) return s.bytes_in > 0 end, 1), "bytes reached the upstream")
+
+    s_client("UP.Example.com.")
+    assert.is_true(up:wait(function(s) return s.bytes_in > 0 end, 5),
+      "the hello naming the CONNECT host reached the upstream")
+    for _, e in ipairs(proxy:events()) do
+      assert.are_not.equal("deny", e.type, e.reason)
+    end
+  end)
+end)

@@ -2,6 +2,7 @@
  * test_tlshello.c - tls_hello_sni on real ClientHello bytes: one record,
  * many records, every split point, no SNI, non-TLS, and broken lengths.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "hello_builder.h"
@@ -229,8 +230,32 @@ static void malformed(void)
     CHECK(sni(H, n) == TLS_SNI_MALFORMED);
 }
 
+/* Hellos captured from `openssl s_client` (OpenSSL 3.0, TLS 1.3 with
+ * key_share, supported_versions, and so on): what a real client sends. */
+static size_t load(const char *path, uint8_t *out, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t n = fread(out, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+static void captured(void)
+{
+    size_t n = load("tests/c/fixtures/openssl_sni.bin", H, sizeof H);
+    CHECKM(n > 0, "tests/c/fixtures/openssl_sni.bin (run from the top)");
+    expect_whole(H, n, TLS_SNI_FOUND, __LINE__);
+    CHECK(strcmp(name, "Example.COM.") == 0);
+    n = load("tests/c/fixtures/openssl_nosni.bin", H, sizeof H);
+    CHECK(n > 0);
+    expect_whole(H, n, TLS_SNI_ABSENT, __LINE__);
+}
+
 void test_tlshello(void)
 {
+    captured();
     found();
     absent();
     not_tls();
