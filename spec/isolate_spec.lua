@@ -255,6 +255,21 @@ describe("isolate", function()
       assert.truthy(err:find(want, 1, true), err)
     end)
 
+    it("passes no descriptor but 0-2 into the sandbox, not even a socket isolate inherited", function()
+      if helpers.skip_without_bwrap() then return end
+      -- isolate's parent holds fd 7, a connection to the upstream, without close-on-exec
+      -- (the glob's own directory descriptor is listed too, and closed by the time -e looks)
+      local probe = "for f in /proc/$$/fd/*; do n=${f##*/}; [ -e \"$f\" ] && [ \"$n\" -gt 2 ] && echo \"leak $n\";"
+        .. " done; echo checked"
+      local p = cli.spawn({ "bash", "-c", "exec 7<>/dev/tcp/127.0.0.1/" .. up.port
+        .. "; [ -e /proc/$$/fd/7 ] || exit 99; exec " .. helpers.shquote(cli.ISOLATE)
+        .. " --workdir " .. helpers.shquote(tmp) .. " -- sh -c "
+        .. helpers.shquote(probe) }, { env = { "TMPDIR=" .. tmp } })
+      local status, out, err = p.wait(60)
+      assert.are.equal(0, status, err)
+      assert.are.equal("checked\n", out)
+    end)
+
     it("prints no summary when nothing was denied", function()
       if helpers.skip_without_bwrap() then return end
       local status, out, err = cli.isolate({ "--workdir", tmp, "--allow-host", "127.0.0.1:" .. up.port, "--",
