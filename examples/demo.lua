@@ -178,7 +178,8 @@ if not line then fail_plainly("wrap: %s", tostring(werr)) end
 
 -- bwrap passes every open descriptor into the sandbox: close all above 2
 -- first (under make, its jobserver pipe would go in otherwise).
-local CLOSE_FDS = "for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ \"$fd\" -gt 2 ]; then eval \"exec $fd>&-\"; fi; done; "
+local CLOSE_FDS = "for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ \"$fd\" -gt 2 ]; then"
+  .. " eval \"exec $fd>&-\"; fi; done; "
 local status, out, err = capture("bash", { "-c", CLOSE_FDS .. "exec " .. line }, DEADLINE)
 local proxy_address = proxy:address()
 proxy:close()

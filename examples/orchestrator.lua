@@ -109,7 +109,8 @@ local out, errp = uv.new_pipe(false), uv.new_pipe(false)
 local status
 -- bwrap passes every open descriptor into the sandbox: close all above 2
 -- first, so nothing this process inherited without close-on-exec gets in.
-local CLOSE_FDS = "for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ \"$fd\" -gt 2 ]; then eval \"exec $fd>&-\"; fi; done; "
+local CLOSE_FDS = "for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ \"$fd\" -gt 2 ]; then"
+  .. " eval \"exec $fd>&-\"; fi; done; "
 local child, perr = uv.spawn("bash", { args = { "-c", CLOSE_FDS .. "exec " .. line }, stdio = { nil, out, errp } },
   function(code, signal) status = signal ~= 0 and 128 + signal or code end)
 if not child then give_up("cannot launch: %s", tostring(perr)) end
