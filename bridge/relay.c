@@ -57,6 +57,13 @@ struct direction {
     size_t kept_off;
     bool eof;  /* the source has ended */
     bool done; /* eof seen and shutdown(SHUT_WR) sent to the destination */
+    /*
+     * The destination is gone (the proxy answered, e.g. 403, and closed
+     * without reading the whole request): what the source still sends is
+     * read and dropped, so that its answer, relayed the other way, is not
+     * lost to a reset when the bridge closes a socket with unread bytes.
+     */
+    bool discard;
 };
 
 struct pair {
@@ -120,6 +127,27 @@ static int watch(struct endpoint *e)
     return epoll_ctl(R.epfd, EPOLL_CTL_ADD, e->fd, &ev);
 }
 
+static void drop_kept(struct direction *d)
+{
+    free(d->kept);
+    d->kept = NULL;
+    d->kept_len = d->kept_off = 0;
+}
+
+/*
+ * A send to `to` failed with errno. Writing to the upstream that went away
+ * turns the direction to discarding; anything else ends the pair (false).
+ */
+static bool send_failed(struct direction *d, const struct endpoint *to)
+{
+    if (to->side == UPSTREAM && (errno == EPIPE || errno == ECONNRESET)) {
+        drop_kept(d);
+        d->discard = true;
+        return true;
+    }
+    return false;
+}
+
 /* Sends what `d` keeps to `to`. Returns false when the pair must die. */
 static bool flush_kept(struct direction *d, struct endpoint *to)
 {
@@ -133,14 +161,11 @@ static bool flush_kept(struct direction *d, struct endpoint *to)
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else {
-            return false;
+            return send_failed(d, to);
         }
     }
-    if (d->kept_len == d->kept_off && d->kept) {
-        free(d->kept);
-        d->kept = NULL;
-        d->kept_len = d->kept_off = 0;
-    }
+    if (d->kept_len == d->kept_off && d->kept)
+        drop_kept(d);
     return true;
 }
 
@@ -171,28 +196,38 @@ static bool pump(struct direction *d, struct endpoint *from,
             }
             if (errno == EINTR)
                 continue;
-            return false; /* a reset: end both sides now */
+            /*
+             * A unix socket whose peer closed with our bytes unread reports
+             * ECONNRESET once its queued bytes are read: for the proxy's
+             * side that is its end of stream, after its last answer.
+             */
+            if (from->side == UPSTREAM && errno == ECONNRESET) {
+                d->eof = true;
+                break;
+            }
+            return false; /* a client's reset: end both sides now */
         }
         if (n == 0) {
             d->eof = true;
             break;
         }
         size_t sent = 0;
-        while (to->writable && sent < (size_t)n) {
+        while (!d->discard && to->writable && sent < (size_t)n) {
             ssize_t w =
                 send(to->fd, R.buf + sent, (size_t)n - sent, MSG_NOSIGNAL);
             if (w > 0)
                 sent += (size_t)w;
             else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
                 to->writable = false;
-            else if (!(w < 0 && errno == EINTR))
+            else if (!(w < 0 && errno == EINTR) && !send_failed(d, to))
                 return false;
         }
-        if (sent < (size_t)n && !keep(d, R.buf + sent, (size_t)n - sent))
+        if (!d->discard && sent < (size_t)n &&
+            !keep(d, R.buf + sent, (size_t)n - sent))
             return false;
     }
     if (d->eof && !d->kept && !d->done) {
-        if (shutdown(to->fd, SHUT_WR) < 0 && errno != ENOTCONN)
+        if (!d->discard && shutdown(to->fd, SHUT_WR) < 0 && errno != ENOTCONN)
             return false;
         d->done = true;
     }

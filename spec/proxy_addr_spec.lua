@@ -116,6 +116,32 @@ describe("isolation.proxy address checks", function()
     p:close()
   end)
 
+  it("looks a name up with getaddrinfo and checks what it returns (localhost: /etc/hosts, no traffic)", function()
+    local f = io.popen("getent ahostsv4 localhost 2>/dev/null")
+    local hosts = f:read("a")
+    f:close()
+    if not hosts:match("^127%.") then
+      io.stderr:write("SKIP getaddrinfo path: localhost does not resolve to loopback here\n")
+      return
+    end
+    local p = proxy({ allow = { "localhost" } })
+    local status, data = connect_status(p, "localhost:" .. up.raw_port)
+    assert.are.equal(403, status)
+    assert.matches("localhost resolves to a loopback address", data)
+    p:close()
+    local q = proxy({ allow = { "localhost" }, allow_private = true })
+    local c = W.tunnel(q:address(), "localhost:" .. up.raw_port, "PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    c:close()
+    q:close()
+    -- resolve wins over the system's answer
+    local r = proxy({ allow = { "localhost" }, resolve = { localhost = { "10.0.0.1" } } })
+    status, data = connect_status(r, "localhost:" .. up.raw_port)
+    assert.are.equal(403, status)
+    assert.matches("10%.0%.0%.1", data)
+    r:close()
+  end)
+
   it("refuses a CONNECT to the proxy's own listening address", function()
     local p = proxy({ allow = { "127.0.0.1", "self.example.com" }, allow_private = true,
       resolve = { ["self.example.com"] = { "127.0.0.1" } } })

@@ -122,6 +122,12 @@ describe("proxy strict parsing (wire)", function()
       .. "\r\n\r\n", "431")
   end)
 
+  it("refuses a CONNECT with a body, and versions other than HTTP/1.0 and 1.1", function()
+    refused("CONNECT up.example.com:" .. cap.port .. " HTTP/1.1\r\n" .. host()
+      .. "Content-Length: 5\r\n\r\nhello", "400")
+    refused("GET " .. up() .. " HTTP/2.0\r\n" .. host() .. "\r\n", "505")
+  end)
+
   it("refuses protocol upgrades with 501", function()
     refused("GET " .. up() .. " HTTP/1.1\r\n" .. host()
       .. "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "501")

@@ -160,6 +160,30 @@ static void luv_call(lua_State *L, int ref, const char *method, int nargs)
     }
 }
 
+/*
+ * Writes to a closed peer happen on the Lua thread in luv mode: they must
+ * give EPIPE, not a SIGPIPE that ends the process. Ignoring SIGPIPE would
+ * leak into every child the program starts with popen or os.execute, so it
+ * is blocked while the private loop runs and a SIGPIPE raised meanwhile is
+ * consumed before the old mask comes back.
+ */
+static void luv_run_private(struct proxy_loop *loop)
+{
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    uv_run(&loop->uv, UV_RUN_NOWAIT);
+    if (!sigismember(&old, SIGPIPE)) {
+        sigset_t pending;
+        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+            struct timespec zero = {0, 0};
+            sigtimedwait(&pipe_only, NULL, &zero);
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+}
+
 static bool any_events(struct proxy_loop *loop)
 {
     for (struct proxy *p = loop->luv_proxies; p; p = p->luv_next) {
@@ -203,7 +227,7 @@ static void luv_idle(lua_State *L, struct proxy_loop *loop)
 {
     /* Close callbacks of the last connections. */
     for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
-        uv_run(&loop->uv, UV_RUN_NOWAIT);
+        luv_run_private(loop);
     if (loop->polling) {
         luv_call(L, loop->poll_ref, "stop", 0);
         luv_call(L, loop->timer_ref, "stop", 0);
@@ -224,7 +248,7 @@ static void luv_poll_start(lua_State *L, struct proxy_loop *loop)
 static void luv_run_once(lua_State *L, struct proxy_loop *loop)
 {
     loop->in_drive = true;
-    uv_run(&loop->uv, UV_RUN_NOWAIT);
+    luv_run_private(loop);
     /* on_event runs here, after uv_run: it may close proxies. */
     struct proxy *batch[64];
     size_t n = 0;
@@ -258,7 +282,7 @@ void proxy_loop_kick(lua_State *L, struct proxy_loop *loop)
     if (loop->mode != PROXY_LUV || loop->in_drive)
         return;
     loop->in_drive = true;
-    uv_run(&loop->uv, UV_RUN_NOWAIT);
+    luv_run_private(loop);
     loop->in_drive = false;
     if (loop->nproxies == 0)
         luv_idle(L, loop);
@@ -308,11 +332,6 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
         free(loop);
         return NULL;
     }
-    /* Writes to a closed peer happen on this thread: EPIPE, not SIGPIPE. */
-    struct sigaction old;
-    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
-        signal(SIGPIPE, SIG_IGN);
-
     lua_pushvalue(L, luv_idx);
     loop->luv_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushlightuserdata(L, loop);

@@ -124,9 +124,12 @@ function M.start_echo_process(sock)
 end
 
 -- burst: clients at once it takes without a reset (socat: its backlog).
+-- answers_refusal: the upstream's answer to a request it closed on unread
+-- reaches the client (socat loses it now and then: it ends both sides on
+-- the first write error).
 M.bridges = {
-  { name = "isolation-bridge", start = M.start_builtin, burst = 32 },
-  { name = "socat (seed order)", start = M.start_socat, burst = 5 },
+  { name = "isolation-bridge", start = M.start_builtin, burst = 32, answers_refusal = true },
+  { name = "socat (seed order)", start = M.start_socat, burst = 5, answers_refusal = false },
 }
 
 local bwrap_reason
