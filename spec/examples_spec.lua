@@ -88,6 +88,13 @@ describe("examples", function()
     end)
   end)
 
+  it("covers every example in examples/", function()
+    local covered = { ["demo.lua"] = true, ["orchestrator.lua"] = true, ["policy.lua"] = true, ["scheduler.lua"] = true }
+    for _, n in ipairs(cli.ls(cli.ROOT .. "/examples")) do
+      if n:match("%.lua$") then assert.truthy(covered[n], "examples/" .. n .. " has no spec here") end
+    end
+  end)
+
   -- The glue branch's examples: each runs as is and shows what it is about.
   for _, ex in ipairs({
     { "policy.lua", { "🔒 bwrap · deny", "refused" } },
