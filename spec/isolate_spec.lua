@@ -180,6 +180,17 @@ describe("isolate", function()
       assert.are.equal(1, #lines(out))
     end)
 
+    it("--json for docker deny is docker_argv: --network none, no proxy, -t only at a terminal", function()
+      local real = assert(uv.fs_realpath(tmp))
+      local status, out, err = cli.isolate({ "--dry-run", "--json", "--mode", "docker", "--agent", "codex",
+        "--workdir", tmp, "--", "true" })
+      assert.are.equal(0, status, err)
+      local expected = assert(isolation.docker_argv({
+        config = { mode = "docker", network = "deny" }, agent = "codex", workdir = real, command = "true", tty = false,
+      }))
+      assert.are.same(expected, cjson.decode(out))
+    end)
+
     it("--json for --mode none is bash -c with the quoted command", function()
       local status, out = cli.isolate({ "--dry-run", "--json", "--mode", "none", "--", "printf", "%s", "a'b" })
       assert.are.equal(0, status)
@@ -272,6 +283,26 @@ describe("isolate", function()
       local status, out, err = p.wait(60)
       assert.are.equal(0, status, err)
       assert.are.equal("checked\n", out)
+    end)
+
+    it("admits the --hook-url's host:port without --allow-host", function()
+      if helpers.skip_without_bwrap() then return end
+      local hook = "http://127.0.0.1:" .. up.port .. "/hook/s1"
+      local status, out, err = cli.isolate({ "--workdir", tmp, "--hook-url", hook, "--", "curl", "-s", "-d", "{}",
+        hook }, { env = { "TMPDIR=" .. tmp } })
+      assert.are.equal(0, status, err)
+      assert.are.equal("hello from upstream POST /hook/s1 HTTP/1.1\n", out)
+    end)
+
+    it("works with the built-in bridge (--bridge builtin) as with socat", function()
+      if helpers.skip_without_bwrap() then return end
+      if not uv.fs_access(isolation.BRIDGE, "X") then
+        io.stderr:write("SKIP (--bridge builtin): " .. tostring(isolation.BRIDGE) .. " is not built\n")
+        return
+      end
+      local status, out, err = cli.isolate(probe_args({ "--bridge", "builtin" }), { env = { "TMPDIR=" .. tmp } })
+      assert.are.equal(0, status, err)
+      assert.are.equal("hello from upstream GET /allowed HTTP/1.1\ndenied 403\ndenied 403\ndirect-failed\n", out)
     end)
 
     it("prints no summary when nothing was denied", function()
