@@ -138,10 +138,17 @@ describe("isolate", function()
       assert.are.equal(expected(), out)
     end)
 
-    it("a first word that is a shell keyword is run as a program", function()
-      local status, _, err = cli.isolate({ "--mode", "none", "--", "if" })
-      assert.are.equal(127, status)
-      assert.truthy(err:find("if", 1, true))
+    it("a first word that is a shell keyword or starts with % is run as a program", function()
+      for _, word in ipairs({ "if", "%1", "{" }) do
+        local status, _, err = cli.isolate({ "--mode", "none", "--", word, "x" })
+        assert.are.equal(127, status, err)
+        assert.falsy(err:find("job control", 1, true), err)
+        if not helpers.skip_without_bwrap() then
+          status, _, err = cli.isolate({ "--network", "allow", "--workdir", tmp, "--", word, "x" })
+          assert.are.equal(127, status, err)
+          assert.falsy(err:find("job control", 1, true), err)
+        end
+      end
     end)
   end)
 
