@@ -58,9 +58,9 @@ describe("isolate", function()
       assert.are.equal("got-TERM\n", helpers.read(tmp .. "/got"))
     end)
 
-    it("forwards SIGTERM and SIGINT to the command inside bwrap, not just to bwrap", function()
+    it("forwards SIGTERM, SIGINT and SIGHUP to the command inside bwrap, not just to bwrap", function()
       if helpers.skip_without_bwrap() then return end
-      for _, sig in ipairs({ { "sigterm", "TERM", 143 }, { "sigint", "INT", 130 } }) do
+      for _, sig in ipairs({ { "sigterm", "TERM", 143 }, { "sigint", "INT", 130 }, { "sighup", "HUP", 129 } }) do
         os.remove(tmp .. "/ready")
         local marker = "isolate-spec-" .. sig[2] .. "-" .. uv.hrtime()
         local p = cli.spawn({ cli.ISOLATE, "--workdir", tmp, "--", "bash", "-c",
@@ -157,7 +157,7 @@ describe("isolate", function()
       return {
         config = assert(isolation.config({ mode = "bwrap", network = "deny" })),
         workdir = workdir,
-        command = "exec env --default-signal=INT,QUIT -- echo 'a b' '$HOME'",
+        command = "exec env --default-signal=INT,QUIT,HUP -- echo 'a b' '$HOME'",
         proxy_socket = "/tmp/isolate.XXXXXX/proxy.sock",
       }
     end
@@ -214,7 +214,7 @@ describe("isolate", function()
       local expected = assert(isolation.bwrap_argv({
         config = { mode = "bwrap", network = "allow" }, agent = "codex", workdir = real,
         ro_binds = { tmp .. "/data" }, binds = { "$HOME/.cache" }, ca_cert = tmp .. "/ca.pem",
-        command = "exec env --default-signal=INT,QUIT -- true",
+        command = "exec env --default-signal=INT,QUIT,HUP -- true",
       }))
       assert.are.same(expected, cjson.decode(out))
     end)
