@@ -44,11 +44,12 @@ struct http_request {
     int version_minor;        /* HTTP/1.<minor>, 0 or 1 */
     bool keep_alive;          /* the client may send another request after */
     enum http_body body;      /* BODY_NONE, BODY_LENGTH or BODY_CHUNKED */
-    uint64_t content_length;
+    uint64_t content_length;  /* BODY_LENGTH may be 0 ("Content-Length: 0") */
     /* End-to-end headers to send upstream, in order: Host, Proxy-*,
      * Connection, Keep-Alive, TE, Trailer, Upgrade, Transfer-Encoding is
-     * kept only as "chunked" via body, and every header the Connection
-     * header names are left out. */
+     * kept only as "chunked" via body, Content-Length only via body and
+     * content_length, and every header the Connection header names are
+     * left out. */
     size_t nheaders;
     struct http_header headers[HTTP_MAX_HEADERS];
 };

@@ -1,7 +1,126 @@
-/* target.c - placeholder until its issue lands. */
+/*
+ * target.c - validate_for_target(config, target): which isolation a launch
+ * target can honestly provide.
+ *
+ * Three rules, checked in this order, each refusing with its reason and
+ * what would work instead:
+ *   1. a sandbox target's cloned container already is the isolation;
+ *   2. network deny needs a local target (the proxy's unix socket exists
+ *      only on this machine);
+ *   3. bwrap cannot count on creating namespaces inside a pct container.
+ */
+#include "config.h"
 #include "isolation.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+static const char *const kinds[] = {"local", "ssh", "pct", "sandbox", NULL};
+
+/* The target's kind, or NULL with an error message pushed. */
+static const char *target_kind(lua_State *L, int idx)
+{
+    const char *kind;
+    int type = lua_type(L, idx);
+    if (type == LUA_TSTRING) {
+        kind = lua_tostring(L, idx);
+    } else if (type == LUA_TTABLE) {
+        int t = lua_getfield(L, idx, "kind");
+        if (t != LUA_TSTRING) {
+            lua_pushfstring(L,
+                            "isolation: target.kind must be \"local\", "
+                            "\"ssh\", \"pct\" or \"sandbox\" (got %s)",
+                            lua_typename(L, t));
+            return NULL;
+        }
+        kind = lua_tostring(L, -1);
+        lua_pop(L, 1); /* the string stays alive in the target table */
+    } else {
+        lua_pushfstring(L,
+                        "isolation: target must be \"local\", \"ssh\", "
+                        "\"pct\", \"sandbox\" or a table with kind (got %s)",
+                        luaL_typename(L, idx));
+        return NULL;
+    }
+    for (const char *const *k = kinds; *k; k++)
+        if (strcmp(kind, *k) == 0)
+            return *k;
+    lua_pushfstring(L,
+                    "isolation: %s must be \"local\", \"ssh\", \"pct\" or "
+                    "\"sandbox\" (got \"%s\")",
+                    type == LUA_TTABLE ? "target.kind" : "target", kind);
+    return NULL;
+}
+
+static const char *field_string(lua_State *L, int idx, const char *field)
+{
+    lua_getfield(L, idx, field);
+    const char *s = lua_tostring(L, -1);
+    lua_pop(L, 1); /* kept alive by the normalized config */
+    return s ? s : "";
+}
+
+static int refuse(lua_State *L)
+{
+    luaL_pushfail(L);
+    lua_insert(L, -2);
+    return 2;
+}
+
+static int l_validate_for_target(lua_State *L)
+{
+    const char *kind = target_kind(L, 2);
+    if (!kind)
+        return refuse(L);
+    if (!config_normalize(L, 1))
+        return refuse(L);
+    int cfg = lua_gettop(L);
+    const char *mode = field_string(L, cfg, "mode");
+    bool deny = strcmp(field_string(L, cfg, "network"), "deny") == 0;
+    bool local = strcmp(kind, "local") == 0;
+
+    if (mode[0] == '\0' || local) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    if (strcmp(kind, "sandbox") == 0) {
+        lua_pushfstring(L,
+                        "isolation: mode \"%s\" is refused on a sandbox "
+                        "target: the sandbox target's cloned container "
+                        "already is the isolation; use mode \"\" on target "
+                        "\"sandbox\", or a local target for mode \"%s\"",
+                        mode, mode);
+        return refuse(L);
+    }
+    bool bwrap = strcmp(mode, "bwrap") == 0;
+    bool pct = strcmp(kind, "pct") == 0;
+    if (deny) {
+        lua_pushfstring(
+            L,
+            "isolation: network \"deny\" needs a local target: the proxy's "
+            "socket exists only on this machine (target \"%s\", mode \"%s\"); "
+            "%s",
+            kind, mode,
+            bwrap && pct ? "use a local target, or mode \"docker\" or \"\" "
+                           "with network \"allow\" on target \"pct\""
+                         : "use network \"allow\" or a local target");
+        return refuse(L);
+    }
+    if (bwrap && pct) {
+        lua_pushliteral(L,
+                        "isolation: mode \"bwrap\" is refused on a pct "
+                        "target: bwrap cannot count on creating namespaces "
+                        "inside a pct container (target \"pct\"); use mode "
+                        "\"docker\" or \"\" on target \"pct\", or a local or "
+                        "ssh target for bwrap");
+        return refuse(L);
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
 
 void isolation_target_open(lua_State *L)
 {
-    (void)L;
+    lua_pushcfunction(L, l_validate_for_target);
+    lua_setfield(L, -2, "validate_for_target");
 }

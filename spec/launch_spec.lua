@@ -1,0 +1,487 @@
+-- The argv builders: exact command lines for every agent x network x mode,
+-- the mount order that keeps every bind alive, the literal $HOME tokens, and
+-- every refusal naming its field.
+local isolation = require("isolation")
+
+local SOCK = isolation.SANDBOX_PROXY_SOCKET
+
+local SYSTEM = {
+  "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+  "--ro-bind-try", "/bin", "/bin", "--ro-bind-try", "/lib", "/lib",
+  "--ro-bind-try", "/lib64", "/lib64", "--ro-bind-try", "/sbin", "/sbin",
+  "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "$HOME",
+}
+local UNSHARE = { "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent" }
+local CAPS = { "--cap-drop", "ALL" }
+local DOCKER_PRIVS = { "--cap-drop", "ALL", "--security-opt", "no-new-privileges" }
+
+local AGENT_BINDS = {
+  claude = { "$HOME/.claude", "$HOME/.claude.json" },
+  codex = { "$HOME/.codex" },
+  gemini = { "$HOME/.gemini", "$HOME/.config/gemini" },
+  aider = {},
+}
+
+local function concat(...)
+  local out = {}
+  for _, t in ipairs({ ... }) do
+    for _, v in ipairs(t) do out[#out + 1] = v end
+  end
+  return out
+end
+
+local function index_of(argv, ...)
+  local seq = { ... }
+  for i = 1, #argv - #seq + 1 do
+    local ok = true
+    for k = 1, #seq do
+      if argv[i + k - 1] ~= seq[k] then ok = false break end
+    end
+    if ok then return i end
+  end
+  return nil
+end
+
+local function deep_copy(t)
+  if type(t) ~= "table" then return t end
+  local c = {}
+  for k, v in pairs(t) do c[k] = deep_copy(v) end
+  return c
+end
+
+local function agent_bwrap(agent)
+  local out = {}
+  for _, p in ipairs(AGENT_BINDS[agent]) do
+    out[#out + 1] = "--bind-try"
+    out[#out + 1] = p
+    out[#out + 1] = p
+  end
+  return out
+end
+
+local function agent_docker(agent)
+  local out = {}
+  for _, p in ipairs(AGENT_BINDS[agent]) do
+    out[#out + 1] = "-v"
+    out[#out + 1] = p .. ":" .. p
+  end
+  return out
+end
+
+describe("bwrap_argv", function()
+  for _, agent in ipairs({ "claude", "codex", "gemini", "aider" }) do
+    it(agent .. ", network allow: the exact argv", function()
+      local argv = assert(isolation.bwrap_argv({
+        config = { mode = "bwrap" }, agent = agent, workdir = "/srv/project", command = "run --it",
+      }))
+      assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
+        { "--bind", "/srv/project", "/srv/project", "--chdir", "/srv/project" },
+        CAPS, UNSHARE, { "--", "bash", "-c", "run --it" }), argv)
+    end)
+
+    it(agent .. ", network deny: the exact argv, socket as a single file, bridge script", function()
+      local argv = assert(isolation.bwrap_argv({
+        config = { mode = "bwrap", network = "deny" }, agent = agent, workdir = "/srv/project",
+        command = "run --it", proxy_socket = "/var/lib/lectern/s1.sock",
+      }))
+      local script = argv[#argv - 2]
+      assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
+        { "--bind", "/srv/project", "/srv/project", "--bind", "/var/lib/lectern/s1.sock", SOCK,
+          "--chdir", "/srv/project", "--cap-drop", "ALL", "--unshare-net" },
+        UNSHARE, { "--", "bash", "-c", script, "bash", "run --it" }), argv)
+      -- listening address first, then the socket
+      assert.truthy(script:find("socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:" .. SOCK, 1, true))
+      -- waits for the listener in its own /proc/net/tcp: 127.0.0.1:3128 = 0100007F:0C38, state 0A
+      assert.truthy(script:find("0100007F:0C38 00000000:0000 0A", 1, true))
+      for _, var in ipairs({ "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" }) do
+        assert.truthy(script:find(var .. "=http://127.0.0.1:3128", 1, true), var)
+      end
+      assert.truthy(script:find("NO_PROXY= no_proxy=;", 1, true))
+      -- the command is $1, never spliced into the script
+      assert.are.equal('exec bash -c "$1"', script:sub(-#'exec bash -c "$1"'))
+      assert.is_nil(script:find("run --it", 1, true))
+      -- the bridge starts, then the wait, then the exports, then the command
+      local s, w, e, x = script:find("socat", 1, true), script:find("/proc/net/tcp", 1, true),
+        script:find("export", 1, true), script:find("exec bash", 1, true)
+      assert.is_true(s < w and w < e and e < x)
+    end)
+  end
+
+  it("uses proxy_port for the bridge, the wait and the variables", function()
+    local argv = assert(isolation.bwrap_argv({
+      config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
+      proxy_socket = "/p.sock", proxy_port = 18080,
+    }))
+    local script = argv[#argv - 2]
+    assert.truthy(script:find("TCP-LISTEN:18080,", 1, true))
+    assert.truthy(script:find("0100007F:46A0 ", 1, true))
+    assert.truthy(script:find("HTTPS_PROXY=http://127.0.0.1:18080 ", 1, true))
+    assert.is_nil(script:find("3128", 1, true))
+    -- an integral float (JSON numbers) is accepted
+    assert.truthy(isolation.bwrap_argv({
+      config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
+      proxy_socket = "/p.sock", proxy_port = 18080.0,
+    }))
+  end)
+
+  it("builtin bridge: bound read-only as a single file, run as $2 with port and socket, no socat", function()
+    local argv = assert(isolation.bwrap_argv({
+      config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
+      proxy_socket = "/p.sock", bridge = "builtin", bridge_path = "/opt/isolation/isolation-bridge",
+    }))
+    assert.truthy(index_of(argv, "--ro-bind", "/opt/isolation/isolation-bridge", "/opt/isolation/isolation-bridge"))
+    local script = argv[#argv - 3]
+    assert.are.same({ "bash", "c", "/opt/isolation/isolation-bridge" },
+      { argv[#argv - 2], argv[#argv - 1], argv[#argv] })
+    assert.truthy(script:find('^"%$2" 3128 ' .. SOCK:gsub("%p", "%%%0") .. " "))
+    assert.is_nil(script:find("socat", 1, true))
+    assert.truthy(script:find("exit 126", 1, true))
+    assert.truthy(script:find('exec bash -c "$1"', 1, true))
+  end)
+
+  it("builtin bridge defaults to isolation.BRIDGE and is refused when there is none", function()
+    local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
+      proxy_socket = "/p.sock", bridge = "builtin" }
+    local saved = isolation.BRIDGE
+    isolation.BRIDGE = "/usr/local/libexec/isolation-bridge"
+    local argv = assert(isolation.bwrap_argv(spec))
+    assert.are.equal("/usr/local/libexec/isolation-bridge", argv[#argv])
+    isolation.BRIDGE = nil
+    local res, err = isolation.bwrap_argv(spec)
+    isolation.BRIDGE = saved
+    assert.is_nil(res)
+    assert.matches("bridge_path", err, 1, true)
+  end)
+
+  it("ca_cert: one read-only file and the six variables", function()
+    local argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", ca_cert = "/etc/lectern/ca.pem" }))
+    assert.truthy(index_of(argv, "--ro-bind", "/etc/lectern/ca.pem", "/etc/lectern/ca.pem"))
+    for _, var in ipairs({ "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO",
+      "CARGO_HTTP_CAINFO", "CURL_CA_BUNDLE" }) do
+      assert.truthy(index_of(argv, "--setenv", var, "/etc/lectern/ca.pem"), var)
+    end
+    assert.is_true(index_of(argv, "--setenv") < index_of(argv, "--"))
+  end)
+
+  it("orders mounts so every bind survives: tmpfs first, parents before children", function()
+    local argv = assert(isolation.bwrap_argv({
+      agent = "claude", workdir = "/tmp/work/project", command = "c",
+      binds = { "$HOME/.cache/pip", "/tmp/shared" },
+      ro_binds = { "/tmp/work/project/.git", "$HOME/.gitconfig" },
+    }))
+    local tmp = index_of(argv, "--tmpfs", "/tmp")
+    local home = index_of(argv, "--tmpfs", "$HOME")
+    local work = index_of(argv, "--bind", "/tmp/work/project", "/tmp/work/project")
+    local git = index_of(argv, "--ro-bind", "/tmp/work/project/.git", "/tmp/work/project/.git")
+    local shared = index_of(argv, "--bind", "/tmp/shared", "/tmp/shared")
+    local pip = index_of(argv, "--bind", "$HOME/.cache/pip", "$HOME/.cache/pip")
+    local gitconfig = index_of(argv, "--ro-bind", "$HOME/.gitconfig", "$HOME/.gitconfig")
+    local claude = index_of(argv, "--bind-try", "$HOME/.claude", "$HOME/.claude")
+    for _, i in ipairs({ work, git, shared, pip, gitconfig, claude }) do
+      assert.is_true(i > tmp and i > home)
+    end
+    assert.is_true(git > work, "a read-only bind inside the workdir must come after it")
+    assert.is_true(index_of(argv, "--chdir", "/tmp/work/project") > git)
+  end)
+
+  it("takes the tier from the builder: bwrap_argv of a docker or empty config still builds bwrap", function()
+    local a = assert(isolation.bwrap_argv({ config = { mode = "docker" }, workdir = "/w", command = "c" }))
+    local b = assert(isolation.bwrap_argv({ workdir = "/w", command = "c" }))
+    assert.are.same(a, b)
+    assert.are.equal("bwrap", a[1])
+  end)
+
+  it("never binds /, /run, /var/run, the host's /tmp or the whole of $HOME", function()
+    for _, agent in ipairs({ "claude", "codex", "gemini", "aider" }) do
+      for _, network in ipairs({ "allow", "deny" }) do
+        local argv = assert(isolation.bwrap_argv({
+          config = { mode = "bwrap", network = network }, agent = agent, workdir = "/tmp/w/p",
+          command = "c", proxy_socket = "/run/user/1000/lectern/p.sock", binds = { "/tmp/x" },
+        }))
+        for i, v in ipairs(argv) do
+          if v == "--bind" or v == "--ro-bind" or v == "--bind-try" or v == "--ro-bind-try" or v == "--dev-bind" then
+            for _, bad in ipairs({ "/", "/run", "/var/run", "/tmp", "$HOME", "$HOME/" }) do
+              assert.are_not.equal(bad, argv[i + 1])
+              assert.are_not.equal(bad, argv[i + 2])
+            end
+          end
+          assert.are_not.equal("--dev-bind", v)
+        end
+      end
+    end
+  end)
+
+  it("keeps $HOME tokens literal and never expands them", function()
+    local argv = assert(isolation.bwrap_argv({ agent = "gemini", workdir = "/w", command = "echo $HOME",
+      binds = { "$HOME/.npm" } }))
+    assert.truthy(index_of(argv, "--tmpfs", "$HOME"))
+    assert.truthy(index_of(argv, "--bind-try", "$HOME/.config/gemini", "$HOME/.config/gemini"))
+    assert.truthy(index_of(argv, "--bind", "$HOME/.npm", "$HOME/.npm"))
+    assert.are.equal("echo $HOME", argv[#argv])
+    local home = os.getenv("HOME")
+    if home and #home > 1 then
+      for _, v in ipairs(argv) do assert.is_nil(v:find(home, 1, true)) end
+    end
+  end)
+end)
+
+describe("docker_argv", function()
+  for _, agent in ipairs({ "claude", "codex", "gemini", "aider" }) do
+    for _, network in ipairs({ "allow", "deny" }) do
+      it(agent .. ", network " .. network .. ": the exact argv", function()
+        local argv = assert(isolation.docker_argv({
+          config = { mode = "docker", network = network }, agent = agent, workdir = "/srv/p", command = "run it",
+        }))
+        assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" }, DOCKER_PRIVS,
+          network == "deny" and { "--network", "none" } or {},
+          { "-v", "/srv/p:/srv/p", "-w", "/srv/p" }, agent_docker(agent),
+          { "-e", "HOME=$HOME", "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
+      end)
+    end
+  end
+
+  it("tty = false drops -t; the image, binds, ro_binds and ca_cert apply", function()
+    local argv = assert(isolation.docker_argv({
+      config = { mode = "docker", docker_image = "ghcr.io/example/agent:1" }, workdir = "/srv/p", command = "c",
+      tty = false, binds = { "$HOME/.npm", "/data" }, ro_binds = { "/opt/ref" }, ca_cert = "/etc/ca.pem",
+    }))
+    assert.are.same({ "docker", "run", "--rm", "-i", "--user", "$(id -u):$(id -g)",
+      "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+      "-v", "/srv/p:/srv/p", "-w", "/srv/p", "-e", "HOME=$HOME",
+      "-v", "$HOME/.npm:$HOME/.npm", "-v", "/data:/data", "-v", "/opt/ref:/opt/ref:ro",
+      "-v", "/etc/ca.pem:/etc/ca.pem:ro",
+      "-e", "SSL_CERT_FILE=/etc/ca.pem", "-e", "NODE_EXTRA_CA_CERTS=/etc/ca.pem",
+      "-e", "REQUESTS_CA_BUNDLE=/etc/ca.pem", "-e", "GIT_SSL_CAINFO=/etc/ca.pem",
+      "-e", "CARGO_HTTP_CAINFO=/etc/ca.pem", "-e", "CURL_CA_BUNDLE=/etc/ca.pem",
+      "ghcr.io/example/agent:1", "bash", "-c", "c" }, argv)
+  end)
+
+  it("refuses a mount point given twice (docker would), naming both", function()
+    local res, err = isolation.docker_argv({ config = { mode = "docker" }, agent = "codex", workdir = "/w",
+      command = "c", binds = { "$HOME/.codex/" } })
+    assert.is_nil(res)
+    assert.matches("binds[1] mounts the same path as agent codex config", err, 1, true)
+    res, err = isolation.docker_argv({ config = { mode = "docker" }, workdir = "/w", command = "c",
+      binds = { "/data" }, ro_binds = { "/data" } })
+    assert.is_nil(res)
+    assert.matches("ro_binds[1] mounts the same path as binds[1]", err, 1, true)
+    -- bwrap applies both in order: the read-only one comes last and wins
+    local argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", binds = { "/data" },
+      ro_binds = { "/data", "/w" } }))
+    assert.is_true(index_of(argv, "--ro-bind", "/data", "/data") > index_of(argv, "--bind", "/data", "/data"))
+    assert.is_true(index_of(argv, "--ro-bind", "/w", "/w") > index_of(argv, "--bind", "/w", "/w"))
+  end)
+
+  it("needs no proxy_socket for deny (--network none has no bridge)", function()
+    local argv = assert(isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/w",
+      command = "c" }))
+    assert.truthy(index_of(argv, "--network", "none"))
+  end)
+
+  it("refuses a path with ':' that docker -v would split", function()
+    local res, err = isolation.docker_argv({ config = { mode = "docker" }, workdir = "/srv/a:b", command = "c" })
+    assert.is_nil(res)
+    assert.matches("workdir", err, 1, true)
+    res, err = isolation.docker_argv({ config = { mode = "docker" }, workdir = "/w", command = "c",
+      ro_binds = { "/x:/etc" } })
+    assert.is_nil(res)
+    assert.matches("ro_binds[1]", err, 1, true)
+    -- bwrap has no such syntax: fine there
+    assert.truthy(isolation.bwrap_argv({ workdir = "/srv/a:b", command = "c" }))
+  end)
+end)
+
+describe("argv", function()
+  it("dispatches on the config's mode; mode \"\" is bash -c command", function()
+    assert.are.same({ "bash", "-c", "echo hi" }, isolation.argv({ command = "echo hi" }))
+    assert.are.same({ "bash", "-c", "echo hi" }, isolation.argv({ config = { mode = "" }, workdir = "/w",
+      command = "echo hi" }))
+    local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c", proxy_socket = "/p" }
+    assert.are.same(isolation.bwrap_argv(spec), isolation.argv(spec))
+    spec = { config = { mode = "docker" }, agent = "codex", workdir = "/w", command = "c", tty = false }
+    assert.are.same(isolation.docker_argv(spec), isolation.argv(spec))
+  end)
+end)
+
+describe("purity", function()
+  it("never changes the spec and returns new tables", function()
+    local spec = { config = { mode = "bwrap", network = "deny", allow_hosts = {} }, agent = "claude",
+      workdir = "/w", command = "c", proxy_socket = "/p", binds = { "/b" }, ro_binds = { "$HOME/r" },
+      ca_cert = "/ca.pem", proxy_port = 4000 }
+    local before = deep_copy(spec)
+    local a = isolation.argv(spec)
+    local b = isolation.argv(spec)
+    isolation.wrap(spec)
+    isolation.dry_run(spec)
+    assert.are.same(before, spec)
+    assert.are.same(a, b)
+    assert.are_not.equal(a, b)
+  end)
+
+  it("gives the same output whatever HOME says (no environment read)", function()
+    local spec = { agent = "codex", workdir = "/w", command = "c" }
+    local code, out = require("helpers").run("HOME=/nonexistent/elsewhere lua5.4 -e '"
+      .. "package.cpath=\"build/?.so\" local i=require(\"isolation\") "
+      .. "print(i.wrap({agent=\"codex\",workdir=\"/w\",command=\"c\"}))'")
+    assert.are.equal(0, code)
+    assert.are.equal(isolation.wrap(spec) .. "\n", out)
+  end)
+end)
+
+describe("refusals name the field", function()
+  local W = "/srv/w"
+  local DENY = { mode = "bwrap", network = "deny" }
+  local cases = {
+    { "workdir", { command = "c", config = { mode = "bwrap" } } },
+    { "workdir", { workdir = "", command = "c" } },
+    { "workdir", { workdir = "relative/path", command = "c" } },
+    { "workdir", { workdir = "/", command = "c" } },
+    { "workdir", { workdir = "/tmp", command = "c" } },
+    { "workdir", { workdir = "/tmp/", command = "c" } },
+    { "workdir", { workdir = "/run", command = "c" } },
+    { "workdir", { workdir = "/var/run", command = "c" } },
+    { "workdir", { workdir = "/home", command = "c" } },
+    { "workdir", { workdir = "/proc/1/root", command = "c" } },
+    { "workdir", { workdir = "/tmp/../etc", command = "c" } },
+    { "workdir", { workdir = "/tmp/./x/..", command = "c" } },
+    { "workdir", { workdir = "/srv//w", command = "c" } },
+    { "workdir", { workdir = "$HOME/project", command = "c" } },
+    { "workdir", { workdir = "/srv/w\0/x", command = "c" } },
+    { "workdir", { workdir = 42, command = "c" } },
+    { "command", { workdir = W } },
+    { "command", { workdir = W, command = "" } },
+    { "command", { workdir = W, command = "echo\0rm -rf /" } },
+    { "command", { workdir = W, command = { "echo" } } },
+    { "agent", { workdir = W, command = "c", agent = 7 } },
+    { "agent", { workdir = W, command = "c", agent = "claude\0" } },
+    { "config key", { workdir = W, command = "c", config = { mode = "bwrap", image = "x" } } },
+    { "mode", { workdir = W, command = "c", config = { mode = "firejail" } } },
+    { "network", { workdir = W, command = "c", config = { mode = "bwrap", network = "none" } } },
+    { "network", { workdir = W, command = "c", config = { network = "deny" } } },
+    { "config", { workdir = W, command = "c", config = "bwrap" } },
+    { "launch spec key \"ro_bind\"", { workdir = W, command = "c", ro_bind = { "/x" } } },
+    { "launch spec key \"cwd\"", { workdir = W, command = "c", cwd = "/x" } },
+    { "proxy_socket", { workdir = W, command = "c", config = DENY } },
+    { "proxy_socket", { workdir = W, command = "c", config = DENY, proxy_socket = "run/p.sock" } },
+    { "proxy_socket", { workdir = W, command = "c", config = DENY, proxy_socket = "/" } },
+    { "proxy_port", { workdir = W, command = "c", proxy_port = 0 } },
+    { "proxy_port", { workdir = W, command = "c", proxy_port = 80 } },
+    { "proxy_port", { workdir = W, command = "c", proxy_port = 65536 } },
+    { "proxy_port", { workdir = W, command = "c", proxy_port = 3128.5 } },
+    { "proxy_port", { workdir = W, command = "c", proxy_port = "3128" } },
+    { "binds[1]", { workdir = W, command = "c", binds = { "relative" } } },
+    { "binds[1]", { workdir = W, command = "c", binds = { "/" } } },
+    { "binds[2]", { workdir = W, command = "c", binds = { "/ok", "/run" } } },
+    { "binds[1]", { workdir = W, command = "c", binds = { "$HOME" } } },
+    { "binds[1]", { workdir = W, command = "c", binds = { "$HOME/" } } },
+    { "binds[1]", { workdir = W, command = "c", binds = { "$HOME/../etc" } } },
+    { "binds[1]", { workdir = W, command = "c", binds = { "~/.ssh" } } },
+    { "binds[1]", { workdir = W, command = "c", binds = { "$HOMEX/a" } } },
+    { "binds[1]", { workdir = W, command = "c", binds = { 5 } } },
+    { "binds", { workdir = W, command = "c", binds = "/x" } },
+    { "binds", { workdir = W, command = "c", binds = { a = "/x" } } },
+    { "ro_binds[1]", { workdir = W, command = "c", ro_binds = { "/tmp" } } },
+    { "ro_binds[1]", { workdir = W, command = "c", ro_binds = { "/dev/sda" } } },
+    { "ro_binds[1]", { workdir = W, command = "c", ro_binds = { "/x\0y" } } },
+    { "ca_cert", { workdir = W, command = "c", ca_cert = "ca.pem" } },
+    { "ca_cert", { workdir = W, command = "c", ca_cert = "$HOME/ca.pem" } },
+    { "ca_cert", { workdir = W, command = "c", ca_cert = true } },
+    { "tty", { workdir = W, command = "c", tty = "no" } },
+    { "tty", { workdir = W, command = "c", tty = 0 } },
+    { "bridge", { workdir = W, command = "c", bridge = "netcat" } },
+    { "bridge", { workdir = W, command = "c", bridge = true } },
+    { "bridge_path", { workdir = W, command = "c", bridge = "builtin", bridge_path = "bin/bridge" } },
+    { "docker_image", { workdir = W, command = "c", config = { mode = "docker", docker_image = "-v/:/h" } } },
+  }
+
+  for n, case in ipairs(cases) do
+    local field, spec = case[1], case[2]
+    it(("#%d %s"):format(n, field), function()
+      local before = deep_copy(spec)
+      for _, fn in ipairs({ "argv", "bwrap_argv", "docker_argv", "wrap", "dry_run" }) do
+        local res, err = isolation[fn](spec)
+        if fn == "docker_argv" and field == "proxy_socket" and spec.proxy_socket == nil then
+          assert.truthy(res) -- docker deny needs no socket
+        elseif fn == "argv" or fn == "wrap" or fn == "dry_run" then
+          -- mode "" needs no workdir; every other refusal holds for every entry point
+          if not (field == "workdir" and spec.workdir == nil and not (spec.config and spec.config.mode)) then
+            assert.is_nil(res, fn)
+            assert.matches("^isolation: ", err)
+            assert.truthy(err:find(field, 1, true), fn .. ": " .. tostring(err))
+          end
+        elseif not (fn == "docker_argv" and field == "bridge_path") and not
+          (fn == "docker_argv" and field:match("^proxy_socket") and spec.proxy_socket == nil) then
+          assert.is_nil(res, fn)
+          assert.truthy(err:find(field, 1, true), fn .. ": " .. tostring(err))
+        end
+      end
+      assert.are.same(before, spec)
+    end)
+  end
+
+  it("takes 128 binds and 128 ro_binds, and refuses a 129th", function()
+    local b, r = {}, {}
+    for k = 1, 128 do b[k], r[k] = "/srv/b" .. k, "$HOME/r" .. k end
+    local argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", binds = b, ro_binds = r,
+      config = { mode = "bwrap", network = "deny" }, proxy_socket = "/p" }))
+    assert.truthy(index_of(argv, "--bind", "/srv/b128", "/srv/b128"))
+    assert.truthy(index_of(argv, "--ro-bind", "$HOME/r128", "$HOME/r128"))
+    assert.truthy(isolation.wrap({ config = { mode = "docker" }, workdir = "/w", command = "c",
+      binds = b, ro_binds = r }))
+    b[129] = "/x"
+    local res, err = isolation.bwrap_argv({ workdir = "/w", command = "c", binds = b })
+    assert.is_nil(res)
+    assert.matches("binds has 129 entries", err, 1, true)
+  end)
+
+  it("messages show the bad value, escaped", function()
+    local _, err = isolation.bwrap_argv({ workdir = "rel\n\27[2J", command = "c" })
+    assert.truthy(err:find('(got "rel\\n\\x1b[2J")', 1, true))
+    assert.is_nil(err:find("\27", 1, true))
+  end)
+
+  it("raises when the spec is not a table", function()
+    assert.has_error(function() isolation.bwrap_argv("spec") end)
+    assert.has_error(function() isolation.wrap(nil) end)
+  end)
+end)
+
+describe("dry_run", function()
+  it("bwrap deny: mounts with host and sandbox paths, namespaces, route, environment, command", function()
+    local text = assert(isolation.dry_run({
+      config = { mode = "bwrap", network = "deny" }, agent = "claude", workdir = "/srv/p", command = "claude --resume",
+      proxy_socket = "/var/lib/lectern/s1.sock", ca_cert = "/etc/lectern/ca.pem", ro_binds = { "/opt/ref" },
+    }))
+    assert.truthy(text:find("mode: bwrap, network deny", 1, true))
+    assert.truthy(text:find("read-only  /usr -> /usr", 1, true))
+    assert.truthy(text:find("tmpfs      (new) -> /tmp", 1, true))
+    assert.truthy(text:find("tmpfs      (new) -> $HOME", 1, true))
+    assert.truthy(text:find("read-write $HOME/.claude -> $HOME/.claude  (agent config, when present)", 1, true))
+    assert.truthy(text:find("read-write /srv/p -> /srv/p", 1, true))
+    assert.truthy(text:find("read-only  /opt/ref -> /opt/ref", 1, true))
+    assert.truthy(text:find("read-write /var/lib/lectern/s1.sock -> " .. SOCK, 1, true))
+    assert.truthy(text:find("namespaces: new mount, pid, ipc, uts, net", 1, true))
+    assert.truthy(text:find("network: deny: only 127.0.0.1:3128 -> socat -> " .. SOCK
+      .. " -> host /var/lib/lectern/s1.sock", 1, true))
+    assert.truthy(text:find("HTTPS_PROXY", 1, true))
+    assert.truthy(text:find("SSL_CERT_FILE=/etc/lectern/ca.pem", 1, true))
+    assert.truthy(text:find("command: bash -c \"claude --resume\"", 1, true))
+  end)
+
+  it("docker and none say what they are", function()
+    local text = assert(isolation.dry_run({ config = { mode = "docker", network = "deny" }, agent = "codex",
+      workdir = "/srv/p", command = "codex" }))
+    assert.truthy(text:find("image: debian:bookworm-slim", 1, true))
+    assert.truthy(text:find("read-write $HOME/.codex -> $HOME/.codex", 1, true))
+    assert.truthy(text:find("--network none", 1, true))
+    text = assert(isolation.dry_run({ command = "codex" }))
+    assert.truthy(text:find("without isolation", 1, true))
+  end)
+
+  it("a path with a newline cannot forge a line", function()
+    local text = assert(isolation.dry_run({ config = { mode = "bwrap" }, workdir = "/srv/a\n  read-write / -> /",
+      command = "c" }))
+    assert.is_nil(text:find("\n  read-write / -> /", 1, true))
+    assert.truthy(text:find('"/srv/a\\n  read-write / -> /"', 1, true))
+  end)
+end)

@@ -1,0 +1,225 @@
+-- The proxy's limits: header_timeout, connect_timeout, max_connections,
+-- idle_timeout, and bounded memory behind a slow reader. Every upstream is
+-- on loopback (a dial timeout comes from a listener whose backlog is full).
+local uv = require("luv")
+local isolation = require("isolation")
+local upstream = require("support.upstream")
+local W = require("support.proxy")
+
+local MiB = 1024 * 1024
+
+describe("isolation.proxy limits", function()
+  local up
+
+  setup(function() up = upstream.start() end)
+  teardown(function() up:stop() end)
+
+  local function proxy(opts)
+    opts.listen = "127.0.0.1:0"
+    opts.allow = opts.allow or { "up.example.com" }
+    opts.resolve = { ["up.example.com"] = { "127.0.0.1" } }
+    opts.allow_private = true
+    return assert(isolation.proxy(opts))
+  end
+
+  it("answers 408 when the whole head takes longer than header_timeout, even while bytes keep coming", function()
+    local p = proxy({ header_timeout = 1 })
+    local c = W.connect(p:address())
+    local head = "CONNECT up.example.com:" .. up.raw_port .. " HTTP/1.1\r\nHost: up.example.com\r\n"
+      .. string.rep("X-Pad: 0123456789\r\n", 40)
+    local i = 0
+    local t = uv.new_timer()
+    t:start(0, 50, function()
+      i = i + 1
+      if i <= #head and not c.eof then c:send(head:sub(i, i)) end
+    end)
+    local t0 = uv.now()
+    assert.is_true(c:wait_eof(8))
+    t:stop()
+    t:close()
+    local took = uv.now() - t0
+    assert.are.equal(408, c:status())
+    assert.is_true(i < #head, "the head was complete before the timeout")
+    assert.is_true(took >= 900 and took < 6000, "took " .. took .. " ms")
+    local ev = p:events()
+    assert.are.equal(1, #ev)
+    assert.are.equal(408, ev[1].status)
+    c:close()
+    p:close()
+  end)
+
+  it("answers 502 when the upstream refuses", function()
+    local p = proxy({ allow = { "127.0.0.1" } })
+    local port = W.closed_port()
+    local c = W.exchange(p:address(), "CONNECT 127.0.0.1:" .. port .. " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert.are.equal(502, c:status())
+    local f = W.exchange(p:address(), "GET http://127.0.0.1:" .. port .. "/ HTTP/1.1\r\nHost: 127.0.0.1:" .. port
+      .. "\r\n\r\n")
+    assert.are.equal(502, f:status())
+    local ev = p:events()
+    assert.are.equal("error", ev[1].type)
+    assert.are.equal(2, p:stats().errors)
+    p:close()
+  end)
+
+  it("answers 504 when the dial does not complete within connect_timeout", function()
+    -- A listener in a child process that never accepts, backlog 0: once
+    -- its queue is full the kernel drops further SYNs.
+    local script = [[local uv = require("luv"); local s = uv.new_tcp(); assert(s:bind("127.0.0.1", 0));
+      assert(s:listen(0, function() end));
+      io.stdout:write(s:getsockname().port, " ", uv.os_getpid(), "\n"); io.stdout:flush();
+      uv.sleep(15000)]]
+    local pipe = io.popen("exec env -u LD_PRELOAD lua5.4 -e '" .. script .. "'")
+    local port, pid = pipe:read("l"):match("^(%d+) (%d+)$")
+    port = tonumber(port)
+    local fillers = {}
+    for i = 1, 4 do
+      local h = uv.new_tcp()
+      h:connect("127.0.0.1", port, function() end)
+      fillers[i] = h
+    end
+    W.settle(0.3)
+    local p = proxy({ allow = { "127.0.0.1" }, connect_timeout = 1 })
+    local t0 = uv.now()
+    local c = W.exchange(p:address(), "CONNECT 127.0.0.1:" .. port .. " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 10)
+    local took = uv.now() - t0
+    assert.are.equal(504, c:status())
+    assert.is_true(took >= 900, "took " .. took .. " ms")
+    p:close()
+    for _, h in ipairs(fillers) do h:close() end
+    W.settle(0.05)
+    os.execute("kill " .. pid)
+    pipe:close()
+  end)
+
+  it("answers 504 when name resolution does not finish within dns_timeout", function()
+    -- libuv's thread pool (4 threads, shared by every loop of the process)
+    -- is kept busy by opens of FIFOs that have no writer yet, so the
+    -- lookup of localhost (/etc/hosts, no traffic) waits in the queue.
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(uv.fs_mkdir(dir, 448))
+    local fifos, opened = {}, 0
+    local size = tonumber(os.getenv("UV_THREADPOOL_SIZE") or "4")
+    for i = 1, size do
+      fifos[i] = dir .. "/f" .. i
+      assert(os.execute("mkfifo " .. fifos[i]))
+      uv.fs_open(fifos[i], "r", 0, function(err, fd)
+        opened = opened + 1
+        if fd then uv.fs_close(fd, function() end) end
+        local _ = err
+      end)
+    end
+    W.settle(0.1)
+    local p = proxy({ allow = { "localhost" }, dns_timeout = 0.5 })
+    local t0 = uv.now()
+    local c = W.exchange(p:address(), "CONNECT localhost:" .. up.raw_port .. " HTTP/1.1\r\nHost: localhost\r\n\r\n", 10)
+    local took = uv.now() - t0
+    -- release the pool: a writer for each FIFO
+    for i = 1, size do
+      local w = uv.fs_open(fifos[i], "w", 0)
+      if w then uv.fs_close(w) end
+    end
+    assert.is_true(W.run_until(function() return opened == size end, 5))
+    for i = 1, size do os.remove(fifos[i]) end
+    uv.fs_rmdir(dir)
+    assert.are.equal(504, c:status(), c.data)
+    assert.matches("resolution", c.data)
+    assert.is_true(took >= 400, "took " .. took .. " ms")
+    -- and the proxy resolves again once the pool is free
+    local d = W.tunnel(p:address(), "localhost:" .. up.raw_port, "PING\n")
+    assert.is_true(d:wait_for("PONG"))
+    d:close()
+    p:close()
+  end)
+
+  it("answers 503 over max_connections while the connections it has keep working", function()
+    local p = proxy({ max_connections = 2 })
+    local target = "up.example.com:" .. up.raw_port
+    local a, b = W.connect(p:address()), W.connect(p:address())
+    a:send("CONNECT " .. target .. " HTTP/1.1\r\n")
+    b:send("CONNECT " .. target .. " HTTP/1.1\r\n")
+    W.settle(0.1)
+    local c = W.exchange(p:address(), "CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\n\r\n")
+    assert.are.equal(503, c:status())
+    for _, x in ipairs({ a, b }) do
+      x:send("Host: " .. target .. "\r\n\r\nPING\n")
+      assert.is_true(x:wait_for("PONG"))
+      assert.matches("^HTTP/1.1 200", x.data)
+    end
+    a:close()
+    assert.is_true(W.run_until(function() return p:stats().active == 1 end, 3))
+    local d = W.tunnel(p:address(), target, "PING\n")
+    assert.is_true(d:wait_for("PONG"))
+    d:close()
+    b:close()
+    p:close()
+  end)
+
+  it("keeps at most 4096 events for :events() and counts the rest as dropped", function()
+    local p = proxy({ allow = {} })
+    local denied = "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"
+    local total, batch = 4100, 100
+    for _ = 1, total / batch do
+      local conns = {}
+      for i = 1, batch do
+        conns[i] = W.connect(p:address())
+        conns[i]:send(denied)
+      end
+      for i = 1, batch do
+        assert.is_true(conns[i]:wait_eof(10))
+        conns[i]:close()
+      end
+    end
+    local s = p:stats()
+    assert.are.equal(total, s.denied)
+    assert.are.equal(total - 4096, s.events_dropped)
+    assert.are.equal(4096, #p:events())
+    -- the queue is empty again and takes new events
+    W.exchange(p:address(), denied)
+    assert.are.equal(1, #p:events())
+    p:close()
+  end)
+
+  it("closes a tunnel that stays silent both ways for idle_timeout", function()
+    local p = proxy({ idle_timeout = 0.5 })
+    local c = W.tunnel(p:address(), "up.example.com:" .. up.raw_port, "PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    -- traffic resets the clock
+    for _ = 1, 3 do
+      W.settle(0.3)
+      assert.is_false(c.eof)
+      c:send("PING\n")
+    end
+    local t0 = uv.now()
+    assert.is_true(c:wait_eof(5))
+    assert.is_true(uv.now() - t0 >= 400)
+    c:close()
+    -- a kept-alive forward connection too
+    local f = W.connect(p:address())
+    f:send("GET http://up.example.com:" .. up.http_port .. "/small HTTP/1.1\r\nHost: up.example.com:"
+      .. up.http_port .. "\r\n\r\n")
+    assert.is_true(f:wait_for("ssss\n"))
+    assert.is_true(f:wait_eof(5))
+    f:close()
+    p:close()
+  end)
+
+  it("does not buffer without bound behind a slow reader", function()
+    local p = proxy({})
+    local total = 32 * MiB
+    local c = W.tunnel(p:address(), "up.example.com:" .. up.raw_port, "SRC " .. total .. "\n")
+    c.keep = false
+    c:pause()
+    W.settle(1.5)
+    local held = p:stats().bytes_down
+    -- what the proxy read from upstream is at most what the client's
+    -- socket buffers took plus one read buffer
+    assert.is_true(held < 16 * MiB, "read " .. held .. " bytes ahead of a reader that reads nothing")
+    c:resume()
+    assert.is_true(c:wait(function(x) return x.nread >= total end, 60), "got " .. c.nread)
+    assert.is_true(c:wait_eof(5))
+    c:close()
+    p:close()
+  end)
+end)

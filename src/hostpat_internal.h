@@ -1,0 +1,20 @@
+/*
+ * hostpat_internal.h - what the hostpat files share beyond hostpat.h.
+ */
+#ifndef ISOLATION_HOSTPAT_INTERNAL_H
+#define ISOLATION_HOSTPAT_INTERNAL_H
+
+#include "hostpat.h"
+
+/*
+ * hostpat_match, except that port 0 means "no port given": only patterns
+ * without a port can admit the host then.
+ */
+bool hostpat_match_port_or_none(const hostpat_list *list, enum host_kind kind,
+                                const char *host, const struct host_addr *addr,
+                                int port);
+
+/* Registers default_allow_hosts in the table at the top of the stack. */
+void isolation_allowhosts_open(lua_State *L);
+
+#endif

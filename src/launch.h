@@ -1,0 +1,140 @@
+/*
+ * launch.h - what config.c and the launch*.c files share: how a bad value is
+ * shown in an error message, the launch spec read into C, and the internal
+ * argv form the builders share with wrap().
+ */
+#ifndef ISOLATION_LAUNCH_H
+#define ISOLATION_LAUNCH_H
+
+#include <lua.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * Pushes a short description of the value at idx for "(got ...)": a string
+ * quoted with control bytes escaped and long text cut, a number or boolean
+ * with its value, anything else by its type name.
+ */
+void launch_push_got(lua_State *L, int idx);
+
+/* Pushes `s` (len bytes) quoted the same way. */
+void launch_push_quoted(lua_State *L, const char *s, size_t len);
+void launch_push_quoted_cap(lua_State *L, const char *s, size_t len,
+                            size_t cap);
+
+/* Pushes `s` as is when it is plain, else quoted and escaped in full. */
+void launch_push_display(lua_State *L, const char *s);
+
+/*
+ * Internal argv elements carry the two shell tokens a builder may emit as
+ * markers: a NUL byte followed by one letter. No input can contain a NUL
+ * (the spec reader refuses them), so a marker can only come from a builder;
+ * that is how wrap() knows which `$HOME` is the builder's token and which is
+ * literal text from a path or a command.
+ */
+#define TOKEN_HOME "\0H" /* $HOME */
+#define TOKEN_USER "\0U" /* $(id -u):$(id -g) */
+#define TOKEN_HOME_TEXT "$HOME"
+#define TOKEN_USER_TEXT "$(id -u):$(id -g)"
+
+#define LAUNCH_MAX_BINDS 128
+#define DEFAULT_PROXY_PORT 3128
+
+enum launch_mode { MODE_NONE, MODE_BWRAP, MODE_DOCKER };
+enum launch_bridge { BRIDGE_SOCAT, BRIDGE_BUILTIN };
+
+/* A launch spec, checked. Strings point into Lua values kept on the stack. */
+struct launch_spec {
+    enum launch_mode mode;
+    bool deny;
+    const char *docker_image; /* mode docker only */
+    const char *agent;        /* NULL: no agent */
+    const char *workdir;      /* NULL only for mode "" */
+    const char *command;
+    const char *proxy_socket; /* NULL when not given */
+    int proxy_port;
+    const char *binds[LAUNCH_MAX_BINDS];
+    size_t nbinds;
+    const char *ro_binds[LAUNCH_MAX_BINDS];
+    size_t nro_binds;
+    const char *ca_cert; /* NULL when not given */
+    enum launch_bridge bridge;
+    const char *bridge_path; /* NULL unless bridge is builtin */
+    bool tty;
+};
+
+/*
+ * Reads and checks the spec table at idx. The module table must be at
+ * module_idx (for isolation.BRIDGE). forced is a launch_mode that overrides
+ * the config's (bwrap_argv, docker_argv), or -1 for the config's. On success
+ * fills *s, leaves the values it points into on the stack and returns 1; on bad
+ * data pushes the message and returns 0. Raises only when the spec is not a
+ * table.
+ */
+int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
+                     struct launch_spec *s);
+
+/* The agent's own config paths ("$HOME/..." text), NULL-terminated. */
+const char *const *launch_agent_paths(const char *agent);
+
+/* Environment variables that name the CA certificate, NULL-terminated. */
+extern const char *const launch_ca_env[];
+
+/* A mount of the bwrap plan, shared by the argv builder and dry_run. */
+enum mount_kind {
+    MOUNT_RO,
+    MOUNT_RO_TRY,
+    MOUNT_RW,
+    MOUNT_RW_TRY,
+    MOUNT_DEV,
+    MOUNT_PROC,
+    MOUNT_TMPFS
+};
+
+struct mount {
+    enum mount_kind kind;
+    const char *path; /* host and sandbox path, "$HOME..." text allowed */
+    const char *sandbox_path; /* when it differs from path, else NULL */
+    const char *why;
+};
+
+#define LAUNCH_MAX_MOUNTS (2 * LAUNCH_MAX_BINDS + 24)
+
+/* The bwrap mounts in the order they are given to bwrap. */
+size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out);
+
+/* Pushes the internal argv (markers for tokens) of each builder. */
+void launch_push_bwrap(lua_State *L, const struct launch_spec *s);
+void launch_push_docker(lua_State *L, const struct launch_spec *s);
+void launch_push_plain(lua_State *L, const struct launch_spec *s);
+void launch_push_for_mode(lua_State *L, const struct launch_spec *s);
+
+/* The deny-mode script for bash -c inside bwrap. */
+void launch_push_deny_script(lua_State *L, const struct launch_spec *s);
+
+/* Pushes `path` with a leading "$HOME" turned into the marker. */
+void launch_push_path(lua_State *L, const char *path);
+
+/* An internal argv being built: a new table at stack index t. */
+struct argv_buf {
+    lua_State *L;
+    int t;
+    lua_Integer n;
+};
+
+void argv_start(struct argv_buf *b, lua_State *L);
+void argv_add(struct argv_buf *b, const char *s);
+/* Appends the string on top of the stack and pops it. */
+void argv_add_top(struct argv_buf *b);
+void argv_add_path(struct argv_buf *b, const char *path);
+
+/* Replaces the markers in the internal argv at idx, in place. */
+void launch_argv_publish(lua_State *L, int idx);
+
+/* Pushes the one shell line for the internal argv at idx. */
+void launch_push_wrapped(lua_State *L, int idx);
+
+/* Pushes the dry-run text. */
+void launch_push_dry_run(lua_State *L, const struct launch_spec *s);
+
+#endif

@@ -1,0 +1,86 @@
+/*
+ * launch_docker.c - the docker run command line. Docker itself orders bind
+ * mounts parent-first, so the order here is only the one a reader expects.
+ * Files the agent writes in the workdir must belong to the launching user,
+ * not root: --user takes the fixed token $(id -u):$(id -g), which the
+ * target's shell computes (wrap() leaves exactly that token expandable).
+ */
+#include "launch.h"
+
+#include <lauxlib.h>
+
+/* Pushes "<path>:<path>[:ro]" with $HOME markers on both sides. */
+static void push_volume(lua_State *L, const char *path, bool ro)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    launch_push_path(L, path);
+    luaL_addvalue(&b);
+    luaL_addchar(&b, ':');
+    launch_push_path(L, path);
+    luaL_addvalue(&b);
+    if (ro)
+        luaL_addstring(&b, ":ro");
+    luaL_pushresult(&b);
+}
+
+void launch_push_docker(lua_State *L, const struct launch_spec *s)
+{
+    struct argv_buf b;
+    argv_start(&b, L);
+    argv_add(&b, "docker");
+    argv_add(&b, "run");
+    argv_add(&b, "--rm");
+    argv_add(&b, "-i");
+    if (s->tty)
+        argv_add(&b, "-t");
+    argv_add(&b, "--user");
+    lua_pushlstring(L, TOKEN_USER, 2);
+    argv_add_top(&b);
+    /* no capability, and no setuid program in the image regains one */
+    argv_add(&b, "--cap-drop");
+    argv_add(&b, "ALL");
+    argv_add(&b, "--security-opt");
+    argv_add(&b, "no-new-privileges");
+    if (s->deny) {
+        argv_add(&b, "--network");
+        argv_add(&b, "none");
+    }
+    argv_add(&b, "-v");
+    push_volume(L, s->workdir, false);
+    argv_add_top(&b);
+    argv_add(&b, "-w");
+    argv_add(&b, s->workdir);
+    for (const char *const *a = launch_agent_paths(s->agent); *a; a++) {
+        argv_add(&b, "-v");
+        push_volume(L, *a, false);
+        argv_add_top(&b);
+    }
+    argv_add(&b, "-e");
+    lua_pushlstring(L, "HOME=" TOKEN_HOME, 7);
+    argv_add_top(&b);
+    for (size_t i = 0; i < s->nbinds; i++) {
+        argv_add(&b, "-v");
+        push_volume(L, s->binds[i], false);
+        argv_add_top(&b);
+    }
+    for (size_t i = 0; i < s->nro_binds; i++) {
+        argv_add(&b, "-v");
+        push_volume(L, s->ro_binds[i], true);
+        argv_add_top(&b);
+    }
+    if (s->ca_cert) {
+        argv_add(&b, "-v");
+        push_volume(L, s->ca_cert, true);
+        argv_add_top(&b);
+        for (const char *const *e = launch_ca_env; *e; e++) {
+            argv_add(&b, "-e");
+            lua_pushfstring(L, "%s=%s", *e, s->ca_cert);
+            argv_add_top(&b);
+        }
+    }
+    argv_add(&b, s->docker_image);
+    argv_add(&b, "bash");
+    argv_add(&b, "-c");
+    argv_add(&b, s->command);
+}

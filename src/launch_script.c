@@ -1,0 +1,59 @@
+/*
+ * launch_script.c - the bash -c script a network-deny bwrap sandbox runs
+ * before the command: start the bridge from a private loopback port to the
+ * bound proxy socket, wait until it listens, point the proxy variables at
+ * it, and exec the command. The command is the script's $1 (and the built-in
+ * bridge's path its $2): positional parameters are never parsed as shell
+ * text, so no quoting of user data happens here at all.
+ *
+ * socat's argument order matters: the forking listener must come first, or
+ * socat dials the socket once and every later client shares (and breaks on)
+ * that one connection.
+ */
+#include "isolation.h"
+#include "launch.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+
+/* Bounded wait for the listener: 1000 x 10 ms plus process start costs. */
+#define BRIDGE_WAIT_TRIES 1000
+
+void launch_push_deny_script(lua_State *L, const struct launch_spec *s)
+{
+    char tcp_entry[48], port_fail[192], proxy[64];
+    snprintf(tcp_entry, sizeof tcp_entry, ": 0100007F:%04X 00000000:0000 0A ",
+             (unsigned)s->proxy_port);
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", s->proxy_port);
+
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    if (s->bridge == BRIDGE_BUILTIN) {
+        /* It listens, forks, and its parent exits 0 once the child listens. */
+        snprintf(port_fail, sizeof port_fail,
+                 "\"$2\" %d " ISOLATION_SANDBOX_PROXY_SOCKET
+                 " </dev/null || { echo \"isolation: the built-in bridge did "
+                 "not start on 127.0.0.1:%d\" >&2; exit 126; }; ",
+                 s->proxy_port, s->proxy_port);
+        luaL_addstring(&b, port_fail);
+    } else {
+        lua_pushfstring(
+            L,
+            "socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork "
+            "UNIX-CONNECT:" ISOLATION_SANDBOX_PROXY_SOCKET
+            " </dev/null & bridge=$!; tries=0; "
+            "until grep -q '%s' /proc/net/tcp 2>/dev/null; do "
+            "if [ \"$tries\" -ge %d ] || ! kill -0 \"$bridge\" 2>/dev/null; "
+            "then echo \"isolation: the network bridge (socat) is not "
+            "listening on 127.0.0.1:%d; is socat installed?\" >&2; "
+            "exit 126; fi; tries=$((tries + 1)); sleep 0.01; done; ",
+            s->proxy_port, tcp_entry, BRIDGE_WAIT_TRIES, s->proxy_port);
+        luaL_addvalue(&b);
+    }
+    lua_pushfstring(L,
+                    "export HTTP_PROXY=%s HTTPS_PROXY=%s http_proxy=%s "
+                    "https_proxy=%s NO_PROXY= no_proxy=; exec bash -c \"$1\"",
+                    proxy, proxy, proxy, proxy);
+    luaL_addvalue(&b);
+    luaL_pushresult(&b);
+}

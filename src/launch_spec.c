@@ -1,0 +1,433 @@
+/*
+ * launch_spec.c - reads a launch spec table into a struct launch_spec and
+ * refuses anything a builder could turn into a leak: a relative path, a path
+ * with . or .. components (/tmp/. is /tmp), a bind of a directory that holds
+ * other users' files or sockets, a NUL byte, an unknown key (a misspelt
+ * ro_binds would silently drop a read-only mount).
+ */
+#include "config.h"
+#include "isolation.h"
+#include "launch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const spec_keys[] = {
+    "config",      "agent", "workdir",  "command", "proxy_socket",
+    "proxy_port",  "binds", "ro_binds", "ca_cert", "bridge",
+    "bridge_path", "tty",   NULL};
+
+/*
+ * Host paths that are never bound, as a workdir or a bind: the root, the
+ * system directories the sandbox already gets read-only (a read-write bind
+ * would let it change the host's), directories full of other programs'
+ * sockets (/run, /var/run, /tmp, /var/tmp), the parents of home directories,
+ * and the whole of $HOME.
+ */
+static const char *const forbidden_paths[] = {
+    "/",        "/bin",     "/boot",    "/dev",    "/etc",  "/home",
+    "/lib",     "/lib32",   "/lib64",   "/libx32", "/proc", "/root",
+    "/run",     "/sbin",    "/sys",     "/tmp",    "/usr",  "/var",
+    "/var/run", "/var/tmp", "/var/lib", "$HOME",   NULL};
+
+/* Trees whose every path is a view of the host's kernel or devices. */
+static const char *const forbidden_trees[] = {"/proc/", "/sys/", "/dev/", NULL};
+
+static int fail_got(lua_State *L, int validx, const char *field,
+                    const char *what)
+{
+    validx = lua_absindex(L, validx);
+    launch_push_got(L, validx);
+    lua_pushfstring(L, "isolation: %s %s (got %s)", field, what,
+                    lua_tostring(L, -1));
+    return 0;
+}
+
+static bool is_json_null(lua_State *L, int idx)
+{
+    return lua_type(L, idx) == LUA_TLIGHTUSERDATA &&
+           lua_touserdata(L, idx) == NULL;
+}
+
+static bool is_absent(lua_State *L, int idx)
+{
+    return lua_isnoneornil(L, idx) || is_json_null(L, idx);
+}
+
+/* Pushes spec[key] (raw) and returns its absolute stack index. */
+static int get_field(lua_State *L, int idx, const char *key)
+{
+    lua_pushstring(L, key);
+    lua_rawget(L, idx);
+    return lua_gettop(L);
+}
+
+/* A string without NUL bytes; empty allowed only when allow_empty. */
+static int check_string(lua_State *L, int v, const char *field,
+                        bool allow_empty, const char **out)
+{
+    size_t len;
+    if (lua_type(L, v) != LUA_TSTRING)
+        return fail_got(L, v, field, "must be a string");
+    const char *s = lua_tolstring(L, v, &len);
+    if (!allow_empty && len == 0)
+        return fail_got(L, v, field, "must not be empty");
+    if (memchr(s, '\0', len))
+        return fail_got(L, v, field, "must not contain NUL bytes");
+    *out = s;
+    return 1;
+}
+
+/* Why the path is refused, or NULL. */
+static const char *path_problem(const char *p, bool home_ok, bool docker)
+{
+    const char *rest = p;
+    if (home_ok && strncmp(p, "$HOME", 5) == 0 && (p[5] == '/' || !p[5])) {
+        rest = p + 5;
+    } else if (p[0] != '/') {
+        return home_ok ? "must be an absolute path or start with $HOME/"
+                       : "must be an absolute path";
+    }
+    size_t n = strlen(rest);
+    size_t end = n > 0 && rest[n - 1] == '/' ? n - 1 : n;
+    for (size_t i = 0; i < end;) {
+        /* rest[i] is '/': look at the component after it */
+        size_t j = i + 1;
+        while (j < end && rest[j] != '/')
+            j++;
+        size_t clen = j - i - 1;
+        if (clen == 0)
+            return "must not contain an empty component (//)";
+        if ((clen == 1 && rest[i + 1] == '.') ||
+            (clen == 2 && rest[i + 1] == '.' && rest[i + 2] == '.'))
+            return "must not contain . or .. components";
+        i = j;
+    }
+    size_t plen = strlen(p);
+    size_t cmp_len = plen > 1 && p[plen - 1] == '/' ? plen - 1 : plen;
+    for (const char *const *f = forbidden_paths; *f; f++)
+        if (strlen(*f) == cmp_len && strncmp(p, *f, cmp_len) == 0)
+            return "must not be /, a system directory, /run, /var/run, "
+                   "/tmp, /var/tmp, /home, /root or $HOME itself: the "
+                   "sandbox would see or change what every other program "
+                   "keeps there";
+    for (const char *const *t = forbidden_trees; *t; t++)
+        if (strncmp(p, *t, strlen(*t)) == 0)
+            return "must not be under /proc, /sys or /dev: those are views "
+                   "of the host's kernel and devices";
+    if (docker && strchr(p, ':'))
+        return "must not contain ':' in mode docker (docker -v splits on it)";
+    return NULL;
+}
+
+static int check_path(lua_State *L, int v, const char *field, bool home_ok,
+                      bool docker, const char **out)
+{
+    if (!check_string(L, v, field, false, out))
+        return 0;
+    const char *why = path_problem(*out, home_ok, docker);
+    if (why)
+        return fail_got(L, v, field, why);
+    return 1;
+}
+
+static int check_bind_list(lua_State *L, int v, const char *field, bool docker,
+                           const char **out, size_t *n)
+{
+    *n = 0;
+    if (is_absent(L, v))
+        return 1;
+    if (lua_type(L, v) != LUA_TTABLE)
+        return fail_got(L, v, field, "must be an array of paths");
+    lua_Integer count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, v)) {
+        lua_pop(L, 1);
+        count++;
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
+            return fail_got(L, -1, field,
+                            "must be an array of paths, not a map; it has "
+                            "the key");
+    }
+    if (count > LAUNCH_MAX_BINDS) {
+        lua_pushfstring(L, "isolation: %s has %I entries (at most %d)", field,
+                        (LUAI_UACINT)count, LAUNCH_MAX_BINDS);
+        return 0;
+    }
+    /* each element and its name stay on the stack while the spec is used */
+    luaL_checkstack(L, 2 * (int)count + 8, "too many binds");
+    for (lua_Integer i = 1; i <= count; i++) {
+        lua_pushfstring(L, "%s[%I]", field, (LUAI_UACINT)i);
+        const char *name = lua_tostring(L, -1);
+        int e = lua_gettop(L) + 1;
+        if (lua_rawgeti(L, v, i) == LUA_TNIL) {
+            lua_pushfstring(L,
+                            "isolation: %s must be an array of paths without "
+                            "holes (got nothing at %s)",
+                            field, name);
+            return 0;
+        }
+        if (!check_path(L, e, name, true, docker, &out[i - 1]))
+            return 0;
+        /* the element stays on the stack: out[] points into it */
+    }
+    *n = (size_t)count;
+    return 1;
+}
+
+static int check_keys(lua_State *L, int idx)
+{
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        bool known = false;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            for (const char *const *k = spec_keys; *k && !known; k++)
+                known = strcmp(lua_tostring(L, -1), *k) == 0;
+        if (!known) {
+            launch_push_got(L, -1);
+            lua_pushfstring(L,
+                            "isolation: launch spec key %s is unknown "
+                            "(accepted: config, agent, workdir, command, "
+                            "proxy_socket, proxy_port, binds, ro_binds, "
+                            "ca_cert, bridge, bridge_path, tty)",
+                            lua_tostring(L, -1));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int read_config(lua_State *L, int idx, int forced, struct launch_spec *s)
+{
+    int v = get_field(L, idx, "config");
+    if (!is_absent(L, v) && lua_type(L, v) != LUA_TTABLE)
+        return fail_got(L, v, "config", "must be a table");
+    if (!config_normalize(L, v))
+        return 0;
+    int cfg = lua_gettop(L);
+    lua_getfield(L, cfg, "mode");
+    const char *mode = lua_tostring(L, -1);
+    s->mode = strcmp(mode, "bwrap") == 0    ? MODE_BWRAP
+              : strcmp(mode, "docker") == 0 ? MODE_DOCKER
+                                            : MODE_NONE;
+    if (forced >= 0)
+        s->mode = (enum launch_mode)forced;
+    lua_getfield(L, cfg, "network");
+    s->deny = strcmp(lua_tostring(L, -1), "deny") == 0;
+    /* docker_argv with a config of another mode: its image, checked above */
+    s->docker_image = "debian:bookworm-slim";
+    if (lua_getfield(L, cfg, "docker_image") == LUA_TSTRING)
+        s->docker_image = lua_tostring(L, -1);
+    else if (lua_type(L, v) == LUA_TTABLE &&
+             lua_getfield(L, v, "docker_image") == LUA_TSTRING &&
+             lua_rawlen(L, -1) > 0)
+        s->docker_image = lua_tostring(L, -1);
+    return 1;
+}
+
+static int read_port(lua_State *L, int idx, struct launch_spec *s)
+{
+    int v = get_field(L, idx, "proxy_port");
+    s->proxy_port = DEFAULT_PROXY_PORT;
+    if (is_absent(L, v))
+        return 1;
+    int ok = 0;
+    lua_Integer port = 0;
+    if (lua_type(L, v) == LUA_TNUMBER)
+        port = lua_tointegerx(L, v, &ok);
+    /* the sandbox has no capability: it cannot listen below 1024 */
+    if (!ok || port < 1024 || port > 65535)
+        return fail_got(L, v, "proxy_port", "must be an integer 1024..65535");
+    s->proxy_port = (int)port;
+    return 1;
+}
+
+static int read_bridge(lua_State *L, int idx, int module_idx,
+                       struct launch_spec *s)
+{
+    int v = get_field(L, idx, "bridge");
+    const char *bridge = "socat";
+    if (!is_absent(L, v)) {
+        if (lua_type(L, v) != LUA_TSTRING)
+            return fail_got(L, v, "bridge", "must be \"socat\" or \"builtin\"");
+        bridge = lua_tostring(L, v);
+        if (strcmp(bridge, "socat") && strcmp(bridge, "builtin"))
+            return fail_got(L, v, "bridge", "must be \"socat\" or \"builtin\"");
+    }
+    s->bridge = strcmp(bridge, "builtin") == 0 ? BRIDGE_BUILTIN : BRIDGE_SOCAT;
+
+    const char *path = NULL;
+    v = get_field(L, idx, "bridge_path");
+    if (!is_absent(L, v)) {
+        if (!check_path(L, v, "bridge_path", false, false, &path))
+            return 0;
+    } else if (s->bridge == BRIDGE_BUILTIN) {
+        v = get_field(L, module_idx, "BRIDGE");
+        if (lua_type(L, v) == LUA_TSTRING &&
+            !check_path(L, v, "isolation.BRIDGE", false, false, &path))
+            return 0;
+    }
+    if (s->bridge == BRIDGE_BUILTIN && s->mode == MODE_BWRAP && s->deny &&
+        !path) {
+        lua_pushliteral(L, "isolation: bridge \"builtin\" needs bridge_path: "
+                           "isolation.BRIDGE is not set (the bridge program "
+                           "was not built); use bridge \"socat\" or give "
+                           "bridge_path (got nil)");
+        return 0;
+    }
+    s->bridge_path = s->bridge == BRIDGE_BUILTIN ? path : NULL;
+    return 1;
+}
+
+/* Same path, ignoring one trailing slash. */
+static bool same_path(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 1 && a[la - 1] == '/')
+        la--;
+    if (lb > 1 && b[lb - 1] == '/')
+        lb--;
+    return la == lb && strncmp(a, b, la) == 0;
+}
+
+/*
+ * docker refuses a mount point given twice, and unlike bwrap has no order
+ * that would say which one wins: refuse it here, naming both.
+ */
+static int check_docker_duplicates(lua_State *L, const struct launch_spec *s)
+{
+    const char *paths[2 * LAUNCH_MAX_BINDS + 8];
+    char names[2 * LAUNCH_MAX_BINDS + 8][32];
+    size_t n = 0;
+    snprintf(names[n], sizeof names[n], "workdir");
+    paths[n++] = s->workdir;
+    for (const char *const *a = launch_agent_paths(s->agent); *a; a++) {
+        snprintf(names[n], sizeof names[n], "agent %s config", s->agent);
+        paths[n++] = *a;
+    }
+    for (size_t i = 0; i < s->nbinds; i++) {
+        snprintf(names[n], sizeof names[n], "binds[%zu]", i + 1);
+        paths[n++] = s->binds[i];
+    }
+    for (size_t i = 0; i < s->nro_binds; i++) {
+        snprintf(names[n], sizeof names[n], "ro_binds[%zu]", i + 1);
+        paths[n++] = s->ro_binds[i];
+    }
+    if (s->ca_cert) {
+        snprintf(names[n], sizeof names[n], "ca_cert");
+        paths[n++] = s->ca_cert;
+    }
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (same_path(paths[i], paths[j])) {
+                launch_push_quoted(L, paths[i], strlen(paths[i]));
+                lua_pushfstring(L,
+                                "isolation: %s mounts the same path as %s "
+                                "(got %s); docker refuses a mount point "
+                                "given twice",
+                                names[i], names[j], lua_tostring(L, -1));
+                return 0;
+            }
+    return 1;
+}
+
+int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
+                     struct launch_spec *s)
+{
+    idx = lua_absindex(L, idx);
+    module_idx = lua_absindex(L, module_idx);
+    luaL_checktype(L, idx, LUA_TTABLE);
+    luaL_checkstack(L, 48, "launch spec");
+    memset(s, 0, sizeof *s);
+    if (!check_keys(L, idx) || !read_config(L, idx, forced, s))
+        return 0;
+    bool docker = s->mode == MODE_DOCKER;
+
+    int v = get_field(L, idx, "agent");
+    if (!is_absent(L, v) && !check_string(L, v, "agent", true, &s->agent))
+        return 0;
+
+    v = get_field(L, idx, "workdir");
+    if (!is_absent(L, v)) {
+        if (!check_path(L, v, "workdir", false, docker, &s->workdir))
+            return 0;
+    } else if (s->mode != MODE_NONE) {
+        return fail_got(L, v, "workdir",
+                        "must be an absolute path (required for modes "
+                        "bwrap and docker)");
+    }
+
+    v = get_field(L, idx, "command");
+    if (is_absent(L, v))
+        return fail_got(L, v, "command",
+                        "is required (the agent's command "
+                        "line, run as bash -c command)");
+    if (!check_string(L, v, "command", false, &s->command))
+        return 0;
+
+    v = get_field(L, idx, "proxy_socket");
+    if (!is_absent(L, v) &&
+        !check_path(L, v, "proxy_socket", false, false, &s->proxy_socket))
+        return 0;
+    if (!read_port(L, idx, s))
+        return 0;
+
+    v = get_field(L, idx, "binds");
+    if (!check_bind_list(L, v, "binds", docker, s->binds, &s->nbinds))
+        return 0;
+    v = get_field(L, idx, "ro_binds");
+    if (!check_bind_list(L, v, "ro_binds", docker, s->ro_binds, &s->nro_binds))
+        return 0;
+
+    v = get_field(L, idx, "ca_cert");
+    if (!is_absent(L, v) &&
+        !check_path(L, v, "ca_cert", false, docker, &s->ca_cert))
+        return 0;
+
+    if (!read_bridge(L, idx, module_idx, s))
+        return 0;
+
+    v = get_field(L, idx, "tty");
+    s->tty = true;
+    if (!is_absent(L, v)) {
+        if (lua_type(L, v) != LUA_TBOOLEAN)
+            return fail_got(L, v, "tty", "must be a boolean");
+        s->tty = lua_toboolean(L, v);
+    }
+
+    if (s->mode == MODE_BWRAP && s->deny && !s->proxy_socket)
+        return fail_got(L, get_field(L, idx, "proxy_socket"), "proxy_socket",
+                        "is required for mode \"bwrap\" with network "
+                        "\"deny\" (the host path of the proxy's unix socket)");
+    if (s->mode == MODE_DOCKER && !check_docker_duplicates(L, s))
+        return 0;
+    return 1;
+}
+
+const char *const launch_ca_env[] = {"SSL_CERT_FILE",
+                                     "NODE_EXTRA_CA_CERTS",
+                                     "REQUESTS_CA_BUNDLE",
+                                     "GIT_SSL_CAINFO",
+                                     "CARGO_HTTP_CAINFO",
+                                     "CURL_CA_BUNDLE",
+                                     NULL};
+
+const char *const *launch_agent_paths(const char *agent)
+{
+    static const char *const claude[] = {"$HOME/.claude", "$HOME/.claude.json",
+                                         NULL};
+    static const char *const codex[] = {"$HOME/.codex", NULL};
+    static const char *const gemini[] = {"$HOME/.gemini",
+                                         "$HOME/.config/gemini", NULL};
+    static const char *const none[] = {NULL};
+    if (!agent)
+        return none;
+    if (strcmp(agent, "claude") == 0)
+        return claude;
+    if (strcmp(agent, "codex") == 0)
+        return codex;
+    if (strcmp(agent, "gemini") == 0)
+        return gemini;
+    return none;
+}

@@ -1,0 +1,64 @@
+/*
+ * launch_wrap.c - one shell command line for an argv. Every element is
+ * single-quoted (a quote inside becomes '\''), so nothing in a path or a
+ * command is ever shell syntax. The only text left expandable is what a
+ * builder marked as a token: `$HOME`, emitted as "$HOME", and docker's user
+ * `$(id -u):$(id -g)`, emitted as "$(id -u):$(id -g)". Both are fixed
+ * strings written by this module, never taken from the spec.
+ */
+#include "launch.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+static void add_single_quoted(luaL_Buffer *b, const char *s, size_t len)
+{
+    luaL_addchar(b, '\'');
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\'')
+            luaL_addstring(b, "'\\''");
+        else
+            luaL_addchar(b, s[i]);
+    }
+    luaL_addchar(b, '\'');
+}
+
+static void add_element(luaL_Buffer *b, const char *s, size_t len)
+{
+    if (len == 0) {
+        luaL_addstring(b, "''");
+        return;
+    }
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && s[i] != '\0')
+            continue;
+        if (i > start)
+            add_single_quoted(b, s + start, i - start);
+        if (i < len) {
+            i++;
+            luaL_addstring(b, s[i] == 'H' ? "\"" TOKEN_HOME_TEXT "\""
+                                          : "\"" TOKEN_USER_TEXT "\"");
+            start = i + 1;
+        }
+    }
+}
+
+void launch_push_wrapped(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (lua_Integer i = 1; i <= n; i++) {
+        size_t len;
+        lua_rawgeti(L, idx, i);
+        /* the element sits above the buffer: copy it out first */
+        const char *s = lua_tolstring(L, -1, &len);
+        lua_pop(L, 1); /* still referenced by the table at idx */
+        if (i > 1)
+            luaL_addchar(&b, ' ');
+        add_element(&b, s, len);
+    }
+    luaL_pushresult(&b);
+}

@@ -1,0 +1,314 @@
+/*
+ * proxy.h - the egress proxy's internals, shared by its files:
+ *   proxy_lua.c     the "isolation.proxy" userdata and its options
+ *   proxy_loop.c    the module's private uv loops (a background thread, or
+ *                   driven from luv's loop) and the commands they take
+ *   proxy_listen.c  listening sockets (unix and loopback TCP)
+ *   proxy_conn.c    one client connection: request heads, checks, dialing
+ *   proxy_relay.c   moving bytes: tunnels, bodies, backpressure
+ *   proxy_event.c   events, stats and the swappable allowlist
+ *
+ * Threads: everything that touches uv handles runs on the loop's thread
+ * (the background thread, or the Lua thread in luv mode). The Lua thread
+ * touches a proxy only through its mutex (allowlist, events) and atomics
+ * (stats), and through commands (open, close) it waits for.
+ */
+#ifndef ISOLATION_PROXY_H
+#define ISOLATION_PROXY_H
+
+#include <lua.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "hostpat.h"
+#include "httpparse.h"
+#include "tlshello.h"
+
+/* Documented defaults (notes/proxy.md says why). */
+#define PROXY_DEFAULT_HEADER_MS 10000
+#define PROXY_DEFAULT_CONNECT_MS 10000
+#define PROXY_DEFAULT_DNS_MS 5000
+#define PROXY_DEFAULT_IDLE_MS 300000
+#define PROXY_DEFAULT_MAX_HEADER 32768
+#define PROXY_DEFAULT_MAX_CONN 16384
+#define PROXY_MAX_HEADER_LIMIT 65536
+/* After an error reply: how long to drain the client before closing. */
+#define PROXY_LINGER_MS 2000
+/* Addresses kept from one lookup; the rest are ignored (and unchecked). */
+#define PROXY_MAX_ADDRS 16
+/* Events kept for :events() before new ones are counted as dropped. */
+#define PROXY_MAX_EVENTS 4096
+/* One read's buffer; a write waits in it, and its side stops reading. */
+#define RELAY_BUF_SIZE 65536
+/* Free read buffers a loop keeps for reuse. */
+#define RELAY_POOL_MAX 32
+
+struct proxy;
+struct proxy_loop;
+struct conn;
+
+enum proxy_mode { PROXY_THREAD = 0, PROXY_LUV };
+
+/* A compiled allowlist shared by the requests that started under it. */
+struct proxy_allow {
+    hostpat_list *list;
+    atomic_int refs;
+};
+
+struct proxy_resolve {
+    char name[HOST_NAME_CAP];
+    size_t naddr;
+    struct host_addr *addrs;
+};
+
+struct proxy_opts {
+    uint64_t header_ms, connect_ms, dns_ms, idle_ms;
+    size_t max_header_bytes;
+    unsigned max_connections;
+    bool allow_private;
+    bool sni_match;
+    struct proxy_resolve *resolve;
+    size_t nresolve;
+};
+
+struct proxy_event {
+    struct proxy_event *next;
+    char type[8];
+    char method[16];
+    char host[HOST_NAME_CAP];
+    int port;
+    int status;
+    char reason[200];
+};
+
+struct proxy_stats {
+    atomic_ullong connections, active, allowed, denied, errors, bytes_up,
+        bytes_down, events_dropped;
+};
+
+enum proxy_cmd { PROXY_CMD_NONE = 0, PROXY_CMD_OPEN, PROXY_CMD_CLOSE };
+
+struct proxy {
+    atomic_int refs; /* the Lua side's and the loop side's */
+    struct proxy_loop *loop;
+    struct proxy_opts opts;
+
+    /* Listening socket, made on the Lua thread, handed to the loop. */
+    int listen_fd;
+    bool is_unix;
+    char address[160];
+    char unix_path[108];
+    dev_t unix_dev;
+    ino_t unix_ino;
+    int port;
+    struct sockaddr_storage self; /* TCP: the listening address */
+
+    /* Loop side. */
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+        uv_stream_t stream;
+        uv_handle_t handle;
+    } listener;
+    bool listener_open;
+    bool closing;
+    unsigned handles; /* the listener and every connection not yet freed */
+    struct conn *conns;
+    unsigned nclients; /* connections that count against max_connections */
+
+    /* Commands from the Lua thread (thread mode waits under loop->mu). */
+    enum proxy_cmd cmd;
+    bool cmd_done;
+    int cmd_status;
+    struct proxy *cmd_next;
+
+    /* Shared with the Lua thread, under mu. */
+    uv_mutex_t mu;
+    struct proxy_allow *allow;
+    struct proxy_event *ev_head, *ev_tail;
+    size_t ev_count;
+    struct proxy_stats stats;
+
+    /* luv mode: registry ref of on_event (LUA_NOREF when none). */
+    int on_event_ref;
+    struct proxy *luv_next;
+};
+
+/* A read buffer; the write request that sends it lives in front of it. */
+struct relay_buf {
+    uv_write_t req;
+    struct conn *c;
+    struct relay_buf *next_free;
+    uint32_t cap;
+    uint32_t len; /* bytes held (SNI and response-head accumulation) */
+    uint8_t dir;  /* while written: DIR_UP or DIR_DOWN */
+    char data[];
+};
+
+struct proxy_loop {
+    uv_loop_t uv;
+    enum proxy_mode mode;
+    unsigned nproxies;
+    struct relay_buf *pool;
+    unsigned npool;
+
+    /* Thread mode. */
+    uv_thread_t thread;
+    uv_async_t async;
+    uv_mutex_t mu;
+    uv_cond_t cond;
+    struct proxy *cmds;
+
+    /* luv mode. */
+    lua_State *L;
+    int luv_ref, poll_ref, timer_ref, drive_ref;
+    bool in_drive, polling, lua_dead;
+    struct proxy *luv_proxies;
+};
+
+enum conn_state {
+    CONN_HEAD,    /* reading a request head (or idle between requests) */
+    CONN_RESOLVE, /* waiting for the name's addresses */
+    CONN_DIAL,    /* connecting upstream */
+    CONN_TUNNEL,  /* CONNECT established */
+    CONN_FORWARD, /* a forward request and its response in flight */
+    CONN_LINGER,  /* an error reply sent; draining the client, then close */
+    CONN_CLOSED
+};
+
+enum { DIR_UP = 0, DIR_DOWN = 1 }; /* client->upstream, upstream->client */
+enum { SIDE_CLIENT = 0, SIDE_UP = 1 };
+
+struct conn_dir {
+    uint32_t pending; /* writes queued to the destination */
+    bool eof;         /* the source has ended */
+    bool shut;        /* the destination's shutdown has completed */
+};
+
+struct conn {
+    struct proxy *px;
+    struct conn *prev, *next;
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+        uv_stream_t s;
+        uv_handle_t h;
+    } client;
+    uv_tcp_t up;
+    uv_timer_t timer;
+    uv_connect_t connect_req;
+    uv_shutdown_t shut_req[2]; /* by destination side */
+    uv_getaddrinfo_t *gai;
+    struct proxy_allow *allow;
+
+    /* The request head, and whatever the client sent right behind it. */
+    char *head;
+    uint32_t head_len, head_cap;
+    struct relay_buf *sni; /* tunnel: first client bytes until decided */
+    struct relay_buf *res; /* forward: the response head so far */
+    struct relay_buf *out; /* forward: the upstream head, until dialed */
+
+    uint64_t last_active;
+    uint64_t deadline;
+    uint8_t state;
+    uint8_t nopen; /* handles and lookups not yet finished */
+    uint8_t naddr, addr_i;
+    bool closing;
+    bool counted; /* counts against max_connections */
+    bool reading[2];
+    bool up_inited, up_connected, up_closing;
+    bool is_connect, keep_alive, sni_wait, gai_cancelled;
+    bool req_done, res_done, res_head_done, head_req, close_after;
+    bool up_reusable, redial, kept;
+    bool ev_pending; /* a request whose event is not given yet */
+    bool carry_lost; /* pipelined bytes did not fit: end after this one */
+    int last_err;
+    uint8_t req_body, res_body;
+    struct conn_dir dir[2];
+
+    char method[16];
+    char host[HOST_NAME_CAP];
+    int port;
+    uint8_t kind;
+    int res_status;
+    uint64_t req_left, res_left;
+    struct http_chunked req_chunk, res_chunk;
+    struct host_addr addrs[PROXY_MAX_ADDRS];
+
+    /* What the open upstream connection reaches (forward keep-alive). */
+    char up_host[HOST_NAME_CAP];
+    int up_port;
+    struct host_addr up_addr;
+};
+
+/* proxy_loop.c */
+struct proxy_loop *proxy_loop_acquire(lua_State *L, enum proxy_mode mode,
+                                      int luv_idx, char *err, size_t errcap);
+/* Runs cmd for p on the loop's thread and waits for it; returns its status. */
+int proxy_loop_submit(struct proxy *p, enum proxy_cmd cmd);
+/* Drops the proxy's use of its loop (after a close); stops an idle loop. */
+void proxy_loop_release(lua_State *L, struct proxy *p);
+/* luv mode: run the private loop now (after a change made on the Lua side). */
+void proxy_loop_kick(lua_State *L, struct proxy_loop *loop);
+
+/* proxy_listen.c */
+int proxy_listen_unix(struct proxy *p, const char *path, char *err,
+                      size_t errcap);
+int proxy_listen_tcp(struct proxy *p, const char *spec, char *err,
+                     size_t errcap);
+/* Removes our socket file (only if it is still the one we made). */
+void proxy_listen_unlink(struct proxy *p);
+
+/* proxy_conn.c: on the loop's thread. */
+int proxy_start(struct proxy *p);
+void proxy_stop(struct proxy *p);
+
+/* proxy_event.c */
+void proxy_event(struct proxy *p, const char *type, const char *method,
+                 const char *host, int port, int status, const char *reason);
+/* Moves the queued events to a new Lua array on the stack. */
+void proxy_events_push(lua_State *L, struct proxy *p);
+/* luv mode: calls on_event for each queued event; errors go to stderr. */
+void proxy_events_dispatch(lua_State *L, struct proxy *p);
+void proxy_events_free(struct proxy *p);
+void proxy_stats_push(lua_State *L, struct proxy *p);
+struct proxy_allow *proxy_allow_new(hostpat_list *list);
+struct proxy_allow *proxy_allow_get(struct proxy *p);
+void proxy_allow_put(struct proxy_allow *a);
+void proxy_allow_set(struct proxy *p, struct proxy_allow *a);
+void proxy_unref(struct proxy *p);
+
+/* proxy_conn.c, used by the relay */
+void conn_close(struct conn *c);
+void conn_update_reads(struct conn *c);
+void conn_fail(struct conn *c, int status, const char *type,
+               const char *reason);
+void conn_forward_done(struct conn *c);
+/* The one event of the request in flight. */
+void conn_event(struct conn *c, const char *type, int status,
+                const char *reason);
+void conn_arm(struct conn *c, uint64_t ms);
+/* Appends bytes the client sent after a request to the head buffer. */
+void conn_carry(struct conn *c, const char *p, size_t n);
+
+/* proxy_relay.c */
+void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n);
+void relay_up_data(struct conn *c, struct relay_buf *rb, size_t n);
+void relay_eof(struct conn *c, int side);
+/* Sends len bytes of rb (from off) towards d; takes rb. <0 on error. */
+int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
+               size_t len);
+/* Copies bytes into a buffer of its own and sends it. */
+int relay_send_copy(struct conn *c, int d, const char *p, size_t len);
+void relay_tunnel_begin(struct conn *c);
+struct relay_buf *relay_buf_get(struct proxy_loop *loop);
+struct relay_buf *relay_buf_sized(size_t cap);
+void relay_buf_put(struct proxy_loop *loop, struct relay_buf *b);
+void relay_pool_free(struct proxy_loop *loop);
+
+#endif

@@ -1,0 +1,1100 @@
+/*
+ * proxy_conn.c - one client connection: accept, read and check a request
+ * head, resolve and check every address, dial only a checked address, and
+ * answer errors. The bytes themselves move in proxy_relay.c.
+ *
+ * The order of the checks is the security property: the allowlist is
+ * consulted before any lookup, every address a name resolves to is checked
+ * before any dial, and the dial uses those very addresses (no second
+ * lookup).
+ */
+#include <arpa/inet.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proxy.h"
+
+static void conn_parse_head(struct conn *c);
+static void dial_next(struct conn *c);
+
+static inline uv_loop_t *conn_loop(struct conn *c)
+{
+    return &c->px->loop->uv;
+}
+
+static void proxy_maybe_release(struct proxy *p)
+{
+    if (p->closing && p->handles == 0)
+        proxy_unref(p); /* the loop's reference */
+}
+
+static void conn_free_if_done(struct conn *c)
+{
+    if (c->nopen > 0)
+        return;
+    struct proxy *p = c->px;
+    free(c);
+    p->handles--;
+    proxy_maybe_release(p);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+    c->nopen--;
+    conn_free_if_done(c);
+}
+
+static void on_up_closed(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+    c->nopen--;
+    c->up_inited = c->up_closing = c->up_connected = false;
+    c->reading[SIDE_UP] = false;
+    if (c->closing) {
+        conn_free_if_done(c);
+        return;
+    }
+    if (c->redial) {
+        c->redial = false;
+        dial_next(c);
+    }
+}
+
+static void conn_close_up(struct conn *c)
+{
+    if (!c->up_inited || c->up_closing)
+        return;
+    c->up_closing = true;
+    c->up_connected = false;
+    c->up_reusable = false;
+    c->reading[SIDE_UP] = false;
+    uv_close((uv_handle_t *)&c->up, on_up_closed);
+}
+
+void conn_event(struct conn *c, const char *type, int status,
+                const char *reason)
+{
+    c->ev_pending = false;
+    proxy_event(c->px, type, c->method, c->host, c->port, status, reason);
+}
+
+void conn_close(struct conn *c)
+{
+    if (c->closing)
+        return;
+    struct proxy *p = c->px;
+    if (c->ev_pending)
+        conn_event(c, "error", 499,
+                   "the connection ended before the request was answered");
+    c->closing = true;
+    c->state = CONN_CLOSED;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        p->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    if (c->counted)
+        p->nclients--;
+    atomic_fetch_sub_explicit(&p->stats.active, 1, memory_order_relaxed);
+    uv_close(&c->client.h, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    if (c->up_inited && !c->up_closing) {
+        c->up_closing = true;
+        uv_close((uv_handle_t *)&c->up, on_up_closed);
+    }
+    if (c->gai)
+        uv_cancel((uv_req_t *)c->gai);
+    free(c->head);
+    c->head = NULL;
+    struct proxy_loop *loop = p->loop;
+    if (c->sni)
+        relay_buf_put(loop, c->sni);
+    if (c->res)
+        relay_buf_put(loop, c->res);
+    if (c->out)
+        relay_buf_put(loop, c->out);
+    c->sni = c->res = c->out = NULL;
+    proxy_allow_put(c->allow);
+    c->allow = NULL;
+}
+
+static void on_timer(uv_timer_t *t);
+
+void conn_arm(struct conn *c, uint64_t ms)
+{
+    c->deadline = uv_now(conn_loop(c)) + ms;
+    uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+/* ---- reading ---- */
+
+static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+static void set_reading(struct conn *c, int side, bool want)
+{
+    if (c->reading[side] == want)
+        return;
+    uv_stream_t *s = side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up;
+    if (want) {
+        int r = side == SIDE_CLIENT
+                    ? uv_read_start(s, on_client_alloc, on_client_read)
+                    : uv_read_start(s, on_up_alloc, on_up_read);
+        if (r == 0)
+            c->reading[side] = true;
+    } else {
+        uv_read_stop(s);
+        c->reading[side] = false;
+    }
+}
+
+/* Which sides read is a function of the state: one place decides. */
+void conn_update_reads(struct conn *c)
+{
+    if (c->closing)
+        return;
+    bool client = false, up = false;
+    switch (c->state) {
+    case CONN_HEAD:
+        client = true;
+        up = true; /* a kept upstream: notice when it goes away */
+        break;
+    case CONN_TUNNEL:
+        client = !c->dir[DIR_UP].eof && c->dir[DIR_UP].pending == 0;
+        up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
+        break;
+    case CONN_FORWARD:
+        /* The body while it is due; afterwards, pipelined bytes while they
+         * fit (and the client's leaving). */
+        client =
+            c->req_done
+                ? !c->carry_lost && c->head_len <= c->px->opts.max_header_bytes
+                : !c->dir[DIR_UP].eof && c->dir[DIR_UP].pending == 0;
+        up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
+        break;
+    case CONN_RESOLVE:
+    case CONN_DIAL:
+        client = c->is_connect && !c->dir[DIR_UP].eof &&
+                 c->head_len <= c->px->opts.max_header_bytes;
+        break;
+    case CONN_LINGER:
+        client = true;
+        break;
+    default:
+        break;
+    }
+    set_reading(c, SIDE_CLIENT, client);
+    if (c->up_inited && c->up_connected && !c->up_closing)
+        set_reading(c, SIDE_UP, up);
+}
+
+static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    (void)hint;
+    struct conn *c = h->data;
+    if (c->state == CONN_HEAD ||
+        ((c->state == CONN_RESOLVE || c->state == CONN_DIAL) &&
+         c->is_connect) ||
+        (c->state == CONN_FORWARD && c->req_done)) {
+        size_t limit = c->px->opts.max_header_bytes + 1;
+        if (c->head_len == c->head_cap && c->head_cap < limit) {
+            size_t cap = c->head_cap ? c->head_cap * 4 : 4096;
+            if (cap > limit)
+                cap = limit;
+            char *n = realloc(c->head, cap);
+            if (n) {
+                c->head = n;
+                c->head_cap = (uint32_t)cap;
+            }
+        }
+        *buf = uv_buf_init(c->head + c->head_len, c->head_cap - c->head_len);
+        return;
+    }
+    struct relay_buf *rb = relay_buf_get(c->px->loop);
+    *buf = rb ? uv_buf_init(rb->data, rb->cap) : uv_buf_init(NULL, 0);
+}
+
+static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    (void)hint;
+    struct conn *c = h->data;
+    struct relay_buf *rb = relay_buf_get(c->px->loop);
+    *buf = rb ? uv_buf_init(rb->data, rb->cap) : uv_buf_init(NULL, 0);
+}
+
+static struct relay_buf *buf_owner(const uv_buf_t *buf)
+{
+    if (!buf->base)
+        return NULL;
+    return (struct relay_buf *)(buf->base - offsetof(struct relay_buf, data));
+}
+
+static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+    if (c->state == CONN_HEAD) {
+        if (n > 0) {
+            if (c->head_len == 0 && c->kept) {
+                /* The next request has begun: the whole head gets
+                 * header_timeout from its first byte. */
+                c->kept = false;
+                conn_arm(c, c->px->opts.header_ms);
+            }
+            c->head_len += (uint32_t)n;
+            conn_parse_head(c);
+        } else if (n < 0) {
+            conn_close(c);
+        }
+        return;
+    }
+    if (c->state == CONN_RESOLVE || c->state == CONN_DIAL) {
+        /* A CONNECT being dialed: early tunnel bytes wait in the head
+         * buffer; an end is passed on once the tunnel is up. */
+        if (n > 0) {
+            c->head_len += (uint32_t)n;
+        } else if (n == UV_EOF) {
+            c->dir[DIR_UP].eof = true;
+            c->reading[SIDE_CLIENT] = false;
+        } else if (n < 0) {
+            conn_close(c);
+            return;
+        }
+        conn_update_reads(c);
+        return;
+    }
+    if (c->state == CONN_FORWARD && c->req_done) {
+        /* The request is sent: what comes now is the next request, kept
+         * in the head buffer, or the client leaving (an end here means it
+         * gave up waiting: the request is over). */
+        if (n > 0) {
+            c->head_len += (uint32_t)n;
+            conn_update_reads(c);
+        } else if (n < 0) {
+            conn_close(c);
+        }
+        return;
+    }
+    struct relay_buf *rb = buf_owner(buf);
+    if (n <= 0) {
+        if (rb)
+            relay_buf_put(c->px->loop, rb);
+        if (n == 0)
+            return;
+        c->reading[SIDE_CLIENT] = false;
+        if (c->state == CONN_LINGER || n != UV_EOF)
+            conn_close(c);
+        else
+            relay_eof(c, SIDE_CLIENT);
+        return;
+    }
+    c->last_active = uv_now(conn_loop(c));
+    if (c->state == CONN_LINGER) {
+        relay_buf_put(c->px->loop, rb);
+        return;
+    }
+    relay_client_data(c, rb, (size_t)n);
+}
+
+static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+    struct relay_buf *rb = buf_owner(buf);
+    if (n <= 0) {
+        if (rb)
+            relay_buf_put(c->px->loop, rb);
+        if (n == 0)
+            return;
+        c->reading[SIDE_UP] = false;
+        if (c->state == CONN_HEAD) {
+            conn_close_up(c); /* a kept upstream went away */
+        } else if (n != UV_EOF) {
+            if (c->state == CONN_FORWARD && !c->res_head_done)
+                conn_fail(c, 502, "error", "upstream connection failed");
+            else
+                conn_close(c);
+        } else {
+            relay_eof(c, SIDE_UP);
+        }
+        return;
+    }
+    c->last_active = uv_now(conn_loop(c));
+    if (c->state == CONN_HEAD) {
+        /* Bytes from a kept upstream between requests: not reusable. */
+        relay_buf_put(c->px->loop, rb);
+        conn_close_up(c);
+        return;
+    }
+    relay_up_data(c, rb, (size_t)n);
+}
+
+void conn_carry(struct conn *c, const char *p, size_t n)
+{
+    size_t limit = c->px->opts.max_header_bytes + 1;
+    if (n == 0)
+        return;
+    char *b = c->head_len + n <= c->head_cap ? c->head : NULL;
+    if (!b && c->head_len + n <= limit) {
+        b = realloc(c->head, limit);
+        if (b) {
+            c->head = b;
+            c->head_cap = (uint32_t)limit;
+        }
+    }
+    if (!b) {
+        /* More pipelined bytes than a head may hold: never parse a
+         * stream with a hole in it; answer this request, then end. */
+        c->carry_lost = true;
+        c->close_after = true;
+        return;
+    }
+    memcpy(c->head + c->head_len, p, n);
+    c->head_len += (uint32_t)n;
+}
+
+/* ---- replies and events ---- */
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 408:
+        return "Request Timeout";
+    case 414:
+        return "URI Too Long";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Error";
+    }
+}
+
+static void on_client_shutdown(uv_shutdown_t *req, int status)
+{
+    struct conn *c = req->data;
+    (void)status;
+    if (!c->closing && status < 0)
+        conn_close(c);
+}
+
+/* Ends the client connection gracefully: queued writes go out, then FIN,
+ * then its remaining input is drained (closing with unread input would
+ * reset the connection and could destroy the reply before it is read). */
+static void conn_end_client(struct conn *c)
+{
+    conn_close_up(c);
+    c->state = CONN_LINGER;
+    free(c->head);
+    c->head = NULL;
+    c->head_len = c->head_cap = 0;
+    uv_os_fd_t fd;
+    if (c->dir[DIR_DOWN].pending == 0 && c->client.s.write_queue_size == 0 &&
+        uv_fileno(&c->client.h, &fd) == 0) {
+        /* Nothing queued: FIN now, without another loop pass. */
+        shutdown(fd, SHUT_WR);
+    } else {
+        c->shut_req[SIDE_CLIENT].data = c;
+        if (uv_shutdown(&c->shut_req[SIDE_CLIENT], &c->client.s,
+                        on_client_shutdown) != 0) {
+            conn_close(c);
+            return;
+        }
+    }
+    conn_arm(c, PROXY_LINGER_MS);
+    conn_update_reads(c);
+}
+
+static void conn_reply(struct conn *c, int status, const char *type,
+                       const char *reason)
+{
+    if (c->closing || c->state == CONN_LINGER)
+        return;
+    conn_event(c, type, status, reason);
+    char body[400];
+    int bl = snprintf(body, sizeof body, "isolation proxy: %s\n", reason);
+    if (bl < 0 || (size_t)bl >= sizeof body)
+        bl = (int)sizeof body - 1;
+    char msg[600];
+    int ml = snprintf(msg, sizeof msg,
+                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain; "
+                      "charset=utf-8\r\nContent-Length: %d\r\nConnection: "
+                      "close\r\n\r\n%.*s",
+                      status, status_text(status), bl, bl, body);
+    if (ml < 0 || (size_t)ml >= sizeof msg)
+        ml = (int)sizeof msg - 1;
+    c->state = CONN_LINGER;
+    if (relay_send_copy(c, DIR_DOWN, msg, (size_t)ml) < 0) {
+        conn_close(c);
+        return;
+    }
+    conn_end_client(c);
+}
+
+void conn_fail(struct conn *c, int status, const char *type, const char *reason)
+{
+    if (c->closing)
+        return;
+    if (c->state == CONN_TUNNEL ||
+        (c->state == CONN_FORWARD && c->res_head_done)) {
+        /* The client already has a status line: all we can do is stop. */
+        conn_event(c, type, status, reason);
+        conn_close(c);
+        return;
+    }
+    conn_reply(c, status, type, reason);
+}
+
+/* ---- checking and dialing ---- */
+
+static const char *addr_class(const struct host_addr *a)
+{
+    const uint8_t *b = a->bytes;
+    if (a->family == 4) {
+        if (b[0] == 127)
+            return "loopback";
+        if (b[0] == 169 && b[1] == 254)
+            return "link-local";
+        if (b[0] == 10 || (b[0] == 172 && (b[1] & 0xf0) == 16) ||
+            (b[0] == 192 && b[1] == 168) ||
+            (b[0] == 100 && (b[1] & 0xc0) == 64))
+            return "private";
+        if (b[0] == 0)
+            return "unspecified";
+        return "reserved";
+    }
+    static const uint8_t zero[16];
+    if (memcmp(b, zero, 15) == 0 && b[15] == 1)
+        return "loopback";
+    if (memcmp(b, zero, 16) == 0)
+        return "unspecified";
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
+        return "link-local";
+    if ((b[0] & 0xfe) == 0xfc)
+        return "private";
+    return "reserved";
+}
+
+static void addr_text(const struct host_addr *a, char *out, size_t cap)
+{
+    if (!inet_ntop(a->family == 4 ? AF_INET : AF_INET6, a->bytes, out,
+                   (socklen_t)cap))
+        snprintf(out, cap, "?");
+}
+
+static socklen_t to_sockaddr(const struct host_addr *a, int port,
+                             struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (a->family == 4) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+        memcpy(&s4->sin_addr, a->bytes, 4);
+        return sizeof *s4;
+    }
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    s6->sin6_family = AF_INET6;
+    s6->sin6_port = htons((uint16_t)port);
+    memcpy(&s6->sin6_addr, a->bytes, 16);
+    return sizeof *s6;
+}
+
+/*
+ * Would dialing a:port reach our own listener? Also true for the
+ * unspecified address (Linux routes it to a local listener) and for an
+ * IPv4-mapped IPv6 form of our address.
+ */
+static bool is_self(struct proxy *p, const struct host_addr *a, int port)
+{
+    static const uint8_t zero[16];
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
+    if (p->is_unix || port != p->port)
+        return false;
+    const uint8_t *v4 = NULL;
+    if (a->family == 4)
+        v4 = a->bytes;
+    else if (memcmp(a->bytes, mapped, 12) == 0)
+        v4 = a->bytes + 12;
+    if ((a->family == 4 && memcmp(a->bytes, zero, 4) == 0) ||
+        (a->family == 6 && memcmp(a->bytes, zero, 16) == 0) ||
+        (v4 && memcmp(v4, zero, 4) == 0))
+        return true;
+    if (p->self.ss_family == AF_INET && v4)
+        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, v4, 4) == 0;
+    if (p->self.ss_family == AF_INET6 && a->family == 6)
+        return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr, a->bytes,
+                      16) == 0;
+    return false;
+}
+
+/* Every address must pass; one that does not refuses the request. */
+static bool addr_admitted(struct conn *c, const struct host_addr *a)
+{
+    struct proxy *p = c->px;
+    char text[INET6_ADDRSTRLEN], reason[HOST_NAME_CAP + 128];
+    if (is_self(p, a, c->port)) {
+        snprintf(reason, sizeof reason,
+                 "%s:%d is the proxy's own listening address", c->host,
+                 c->port);
+        conn_reply(c, 403, "deny", reason);
+        return false;
+    }
+    if (host_addr_is_private(a) && !p->opts.allow_private &&
+        !hostpat_admits_addr(c->allow->list, a, c->port)) {
+        addr_text(a, text, sizeof text);
+        if (c->kind == HOST_NAME)
+            snprintf(reason, sizeof reason,
+                     "%s resolves to a %s address (%s), which the "
+                     "allowlist does not admit",
+                     c->host, addr_class(a), text);
+        else
+            snprintf(reason, sizeof reason,
+                     "%s is a %s address, which the allowlist does not "
+                     "admit",
+                     text, addr_class(a));
+        conn_reply(c, 403, "deny", reason);
+        return false;
+    }
+    return true;
+}
+
+static void on_connect(uv_connect_t *req, int status);
+
+static void dial_next(struct conn *c)
+{
+    if (c->closing || c->state != CONN_DIAL)
+        return;
+    if (c->up_inited) {
+        c->redial = true; /* after the old socket's close callback */
+        if (!c->up_closing)
+            conn_close_up(c);
+        return;
+    }
+    if (c->addr_i >= c->naddr) {
+        char reason[HOST_NAME_CAP + 96];
+        snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s", c->host,
+                 c->port,
+                 c->last_err ? uv_strerror(c->last_err) : "no address");
+        conn_reply(c, 502, "error", reason);
+        return;
+    }
+    int r = uv_tcp_init(conn_loop(c), &c->up);
+    if (r != 0) {
+        c->last_err = r;
+        c->addr_i = c->naddr;
+        dial_next(c);
+        return;
+    }
+    c->nopen++;
+    c->up_inited = true;
+    c->up.data = c;
+    struct sockaddr_storage ss;
+    to_sockaddr(&c->addrs[c->addr_i], c->port, &ss);
+    c->connect_req.data = c;
+    r = uv_tcp_connect(&c->connect_req, &c->up, (struct sockaddr *)&ss,
+                       on_connect);
+    if (r != 0) {
+        c->last_err = r;
+        c->addr_i++;
+        c->redial = true;
+        conn_close_up(c);
+    }
+}
+
+static void tunnel_established(struct conn *c)
+{
+    char reason[128], text[INET6_ADDRSTRLEN];
+    addr_text(&c->addrs[c->addr_i], text, sizeof text);
+    snprintf(reason, sizeof reason, "tunnel to %s", text);
+    conn_event(c, "allow", 200, reason);
+    c->state = CONN_TUNNEL;
+    static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+    if (relay_send_copy(c, DIR_DOWN, ok, sizeof ok - 1) < 0) {
+        conn_close(c);
+        return;
+    }
+    c->last_active = uv_now(conn_loop(c));
+    conn_arm(c, c->px->opts.idle_ms);
+    bool ended = c->dir[DIR_UP].eof;
+    c->dir[DIR_UP].eof = false;
+    relay_tunnel_begin(c);
+    if (ended && !c->closing)
+        relay_eof(c, SIDE_CLIENT);
+    conn_update_reads(c);
+}
+
+static void forward_send(struct conn *c)
+{
+    c->state = CONN_FORWARD;
+    memset(c->dir, 0, sizeof c->dir);
+    c->res_head_done = c->res_done = false;
+    c->last_active = uv_now(conn_loop(c));
+    conn_arm(c, c->px->opts.idle_ms);
+    struct relay_buf *out = c->out;
+    c->out = NULL;
+    if (relay_send(c, DIR_UP, out, 0, out->len) < 0) {
+        conn_fail(c, 502, "error", "cannot send the request upstream");
+        return;
+    }
+    conn_update_reads(c);
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    struct conn *c = req->data;
+    if (status == UV_ECANCELED || c->closing || c->state != CONN_DIAL)
+        return;
+    if (status < 0) {
+        c->last_err = status;
+        c->addr_i++;
+        c->redial = true;
+        conn_close_up(c);
+        return;
+    }
+    c->up_connected = true;
+    uv_tcp_nodelay(&c->up, 1);
+    memcpy(c->up_host, c->host, sizeof c->up_host);
+    c->up_port = c->port;
+    c->up_addr = c->addrs[c->addr_i];
+    if (c->is_connect)
+        tunnel_established(c);
+    else
+        forward_send(c);
+}
+
+static void check_and_dial(struct conn *c)
+{
+    for (unsigned i = 0; i < c->naddr; i++)
+        if (!addr_admitted(c, &c->addrs[i]))
+            return;
+    c->state = CONN_DIAL;
+    c->addr_i = 0;
+    c->last_err = 0;
+    conn_update_reads(c);
+    conn_arm(c, c->px->opts.connect_ms);
+    dial_next(c);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct conn *c = req->data;
+    free(req);
+    c->gai = NULL;
+    c->nopen--;
+    if (c->closing || c->state != CONN_RESOLVE) {
+        uv_freeaddrinfo(res);
+        if (c->closing)
+            conn_free_if_done(c);
+        return;
+    }
+    c->naddr = 0;
+    for (struct addrinfo *ai = res; ai && c->naddr < PROXY_MAX_ADDRS;
+         ai = ai->ai_next) {
+        struct host_addr a;
+        memset(&a, 0, sizeof a);
+        if (ai->ai_family == AF_INET) {
+            a.family = 4;
+            memcpy(a.bytes, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, 4);
+        } else if (ai->ai_family == AF_INET6) {
+            a.family = 6;
+            memcpy(a.bytes, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr,
+                   16);
+        } else {
+            continue;
+        }
+        bool dup = false;
+        for (unsigned i = 0; i < c->naddr; i++)
+            dup = dup || memcmp(&c->addrs[i], &a, sizeof a) == 0;
+        if (!dup)
+            c->addrs[c->naddr++] = a;
+    }
+    uv_freeaddrinfo(res);
+    if (status < 0 || c->naddr == 0) {
+        char reason[HOST_NAME_CAP + 64];
+        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
+                 status < 0 ? uv_strerror(status) : "no address");
+        conn_reply(c, 502, "error", reason);
+        return;
+    }
+    check_and_dial(c);
+}
+
+static void resolve(struct conn *c)
+{
+    struct proxy *p = c->px;
+    for (size_t i = 0; i < p->opts.nresolve; i++) {
+        const struct proxy_resolve *r = &p->opts.resolve[i];
+        if (strcmp(r->name, c->host) == 0) {
+            c->naddr = (uint8_t)r->naddr;
+            memcpy(c->addrs, r->addrs, r->naddr * sizeof *r->addrs);
+            check_and_dial(c);
+            return;
+        }
+    }
+    c->gai = malloc(sizeof *c->gai);
+    if (!c->gai) {
+        conn_reply(c, 502, "error", "out of memory");
+        return;
+    }
+    c->gai->data = c;
+    c->state = CONN_RESOLVE;
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int r = uv_getaddrinfo(conn_loop(c), c->gai, on_resolved, c->host, NULL,
+                           &hints);
+    if (r != 0) {
+        free(c->gai);
+        c->gai = NULL;
+        char reason[HOST_NAME_CAP + 64];
+        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
+                 uv_strerror(r));
+        conn_reply(c, 502, "error", reason);
+        return;
+    }
+    c->nopen++;
+    conn_update_reads(c);
+    conn_arm(c, p->opts.dns_ms);
+}
+
+/* Builds the origin-form head plus the body bytes that came with it. */
+static int forward_prepare(struct conn *c, const struct http_request *req,
+                           size_t head_len)
+{
+    struct proxy_loop *loop = c->px->loop;
+    struct relay_buf *out = relay_buf_get(loop);
+    if (!out)
+        return -1;
+    size_t n = http_write_upstream_head(req, true, out->data, out->cap);
+    size_t extra = c->head_len - head_len;
+    if (n + extra > out->cap) {
+        relay_buf_put(loop, out);
+        out = relay_buf_sized(n + extra);
+        if (!out)
+            return -1;
+        n = http_write_upstream_head(req, true, out->data, out->cap);
+    }
+    c->req_body = (uint8_t)req->body;
+    c->req_left = req->content_length;
+    http_chunked_init(&c->req_chunk);
+    c->req_done = req->body == BODY_NONE;
+    const char *rest = c->head + head_len;
+    size_t nb = 0;
+    if (!c->req_done && extra > 0) {
+        if (req->body == BODY_LENGTH) {
+            nb = extra < c->req_left ? extra : (size_t)c->req_left;
+            c->req_left -= nb;
+            c->req_done = c->req_left == 0;
+        } else {
+            bool done = false;
+            ssize_t r = http_chunked_feed(&c->req_chunk, rest, extra, &done);
+            if (r < 0) {
+                relay_buf_put(loop, out);
+                return -2;
+            }
+            nb = (size_t)r;
+            c->req_done = done;
+        }
+    } else if (!c->req_done && req->body == BODY_LENGTH && c->req_left == 0) {
+        c->req_done = true;
+    }
+    memcpy(out->data + n, rest, nb);
+    out->len = (uint32_t)(n + nb);
+    /* Anything after the body is the next request: keep it. */
+    memmove(c->head, rest + nb, extra - nb);
+    c->head_len = (uint32_t)(extra - nb);
+    if (c->out)
+        relay_buf_put(loop, c->out);
+    c->out = out;
+    return 0;
+}
+
+static void handle_request(struct conn *c, const struct http_request *req,
+                           size_t head_len)
+{
+    struct proxy *p = c->px;
+    size_t ml =
+        req->method.n < sizeof c->method ? req->method.n : sizeof c->method - 1;
+    memcpy(c->method, req->method.p, ml);
+    c->method[ml] = '\0';
+    memcpy(c->host, req->host, sizeof c->host);
+    c->port = req->port;
+    c->kind = (uint8_t)req->host_kind;
+    c->is_connect = req->is_connect;
+    c->keep_alive = req->keep_alive && !req->is_connect;
+    c->head_req = strcmp(c->method, "HEAD") == 0;
+    c->close_after = false;
+    c->ev_pending = true;
+    /* CONNECT keeps reading (into the head buffer, bounded) while it is
+     * checked, resolved and dialed: stopping and restarting costs system
+     * calls on every tunnel. A forward request stops: what follows is body,
+     * which is framed only once the upstream is there. */
+    c->state = CONN_RESOLVE;
+
+    proxy_allow_put(c->allow);
+    c->allow = proxy_allow_get(p);
+    if (!hostpat_match(c->allow->list, req->host_kind, req->host, &req->addr,
+                       req->port)) {
+        char reason[HOST_NAME_CAP + 64];
+        snprintf(reason, sizeof reason, "host %s:%d is not in the allowlist",
+                 req->host, req->port);
+        c->head_len = 0; /* pipelined bytes after a refusal go nowhere */
+        conn_reply(c, 403, "deny", reason);
+        return;
+    }
+
+    if (c->is_connect) {
+        size_t extra = c->head_len - head_len;
+        memmove(c->head, c->head + head_len, extra);
+        c->head_len = (uint32_t)extra;
+        if (c->up_inited)
+            conn_close_up(c);
+    } else {
+        int r = forward_prepare(c, req, head_len);
+        if (r != 0) {
+            c->head_len = 0;
+            conn_reply(c, r == -2 ? 400 : 502, r == -2 ? "deny" : "error",
+                       r == -2 ? "malformed chunked body" : "out of memory");
+            return;
+        }
+        /* The kept upstream reaches this host:port at a checked address:
+         * reuse it if that address still passes under today's allowlist. */
+        if (c->up_connected && !c->up_closing && c->up_reusable &&
+            c->up_port == c->port && strcmp(c->up_host, c->host) == 0) {
+            c->naddr = 1;
+            c->addr_i = 0;
+            c->addrs[0] = c->up_addr;
+            if (!addr_admitted(c, &c->up_addr))
+                return;
+            forward_send(c);
+            return;
+        }
+        conn_close_up(c);
+    }
+
+    if (req->host_kind == HOST_IPV4 || req->host_kind == HOST_IPV6) {
+        c->naddr = 1;
+        c->addrs[0] = req->addr;
+        check_and_dial(c);
+        return;
+    }
+    resolve(c);
+}
+
+static void conn_parse_head(struct conn *c)
+{
+    struct http_request req;
+    const char *why = NULL;
+    size_t max = c->px->opts.max_header_bytes;
+    int r = http_parse_request(c->head, c->head_len, max, &req, &why);
+    if (r == 0) {
+        if (c->head_len > max)
+            conn_reply(c, 431, "deny", "request head too large");
+        else
+            conn_update_reads(c);
+        return;
+    }
+    if (r < 0) {
+        c->method[0] = c->host[0] = '\0';
+        c->port = 0;
+        c->head_len = 0;
+        conn_reply(c, -r, "deny", why ? why : "malformed request");
+        return;
+    }
+    handle_request(c, &req, (size_t)r);
+}
+
+/* After a forward response: the next request, or the end. */
+void conn_forward_done(struct conn *c)
+{
+    if (c->closing)
+        return;
+    if (!c->up_reusable || c->dir[DIR_DOWN].eof)
+        conn_close_up(c);
+    proxy_allow_put(c->allow);
+    c->allow = NULL;
+    if (!c->keep_alive || c->close_after || c->carry_lost) {
+        conn_end_client(c);
+        return;
+    }
+    c->state = CONN_HEAD;
+    memset(c->dir, 0, sizeof c->dir);
+    if (c->head_len > 0) {
+        conn_arm(c, c->px->opts.header_ms);
+        conn_parse_head(c);
+        return;
+    }
+    /* Idle between requests: hold no head buffer. */
+    free(c->head);
+    c->head = NULL;
+    c->head_cap = 0;
+    c->kept = true;
+    conn_arm(c, c->px->opts.idle_ms);
+    conn_update_reads(c);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    struct proxy *p = c->px;
+    uint64_t now = uv_now(conn_loop(c));
+    switch (c->state) {
+    case CONN_HEAD:
+        if (c->kept && c->head_len == 0)
+            conn_close(c); /* idle between requests */
+        else
+            conn_reply(c, 408, "error",
+                       "request head not complete within header_timeout");
+        break;
+    case CONN_RESOLVE:
+        if (c->gai)
+            uv_cancel((uv_req_t *)c->gai);
+        conn_reply(c, 504, "error", "name resolution timed out");
+        break;
+    case CONN_DIAL:
+        conn_reply(c, 504, "error", "connecting upstream timed out");
+        break;
+    case CONN_TUNNEL:
+    case CONN_FORWARD: {
+        if (c->sni_wait && now >= c->deadline) {
+            proxy_event(p, "deny", c->method, c->host, c->port, 403,
+                        "no complete TLS ClientHello within header_timeout");
+            conn_close(c);
+            break;
+        }
+        uint64_t idle = now - c->last_active;
+        if (idle >= p->opts.idle_ms) {
+            if (c->state == CONN_FORWARD && !c->res_head_done)
+                conn_fail(c, 504, "error",
+                          "upstream did not answer within "
+                          "idle_timeout");
+            else
+                conn_close(c);
+            break;
+        }
+        uint64_t next = p->opts.idle_ms - idle;
+        if (c->sni_wait && c->deadline - now < next)
+            next = c->deadline - now;
+        uv_timer_start(&c->timer, on_timer, next, 0);
+        break;
+    }
+    default:
+        conn_close(c);
+        break;
+    }
+}
+
+/* ---- accepting ---- */
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct proxy *p = server->data;
+    if (status < 0 || p->closing)
+        return;
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->px = p;
+    uv_loop_t *loop = &p->loop->uv;
+    int r = p->is_unix ? uv_pipe_init(loop, &c->client.pipe, 0)
+                       : uv_tcp_init(loop, &c->client.tcp);
+    if (r != 0) {
+        free(c);
+        return;
+    }
+    c->client.h.data = c;
+    uv_timer_init(loop, &c->timer);
+    c->timer.data = c;
+    c->nopen = 2;
+    p->handles++;
+    c->next = p->conns;
+    if (p->conns)
+        p->conns->prev = c;
+    p->conns = c;
+    atomic_fetch_add_explicit(&p->stats.active, 1, memory_order_relaxed);
+    if (uv_accept(server, &c->client.s) != 0) {
+        conn_close(c);
+        return;
+    }
+    atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
+    if (!p->is_unix)
+        uv_tcp_nodelay(&c->client.tcp, 1);
+    c->state = CONN_HEAD;
+    if (p->nclients >= p->opts.max_connections) {
+        conn_reply(c, 503, "error", "too many connections");
+        return;
+    }
+    c->counted = true;
+    p->nclients++;
+    conn_arm(c, p->opts.header_ms);
+    conn_update_reads(c);
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    struct proxy *p = h->data;
+    p->handles--;
+    proxy_maybe_release(p);
+}
+
+int proxy_start(struct proxy *p)
+{
+    uv_loop_t *loop = &p->loop->uv;
+    int r = p->is_unix ? uv_pipe_init(loop, &p->listener.pipe, 0)
+                       : uv_tcp_init(loop, &p->listener.tcp);
+    if (r != 0) {
+        close(p->listen_fd);
+        p->listen_fd = -1;
+        p->closing = true;
+        proxy_maybe_release(p);
+        return r;
+    }
+    p->listener.handle.data = p;
+    p->handles++;
+    p->listener_open = true;
+    r = p->is_unix ? uv_pipe_open(&p->listener.pipe, p->listen_fd)
+                   : uv_tcp_open(&p->listener.tcp, p->listen_fd);
+    if (r != 0)
+        close(p->listen_fd);
+    p->listen_fd = -1;
+    if (r == 0)
+        r = uv_listen(&p->listener.stream, 4096, on_connection);
+    if (r != 0)
+        proxy_stop(p);
+    return r;
+}
+
+void proxy_stop(struct proxy *p)
+{
+    if (p->closing)
+        return;
+    p->closing = true;
+    if (p->listener_open) {
+        p->listener_open = false;
+        uv_close(&p->listener.handle, on_listener_closed);
+    }
+    while (p->conns)
+        conn_close(p->conns);
+    proxy_maybe_release(p);
+}

@@ -1,0 +1,215 @@
+/*
+ * proxy_event.c - what a proxy tells its owner: one event per CONNECT and
+ * per forward request (queued, bounded), counters, and the allowlist that
+ * set_allow swaps while requests are in flight.
+ */
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy.h"
+
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    if (!src)
+        src = "";
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+void proxy_event(struct proxy *p, const char *type, const char *method,
+                 const char *host, int port, int status, const char *reason)
+{
+    if (type[0] == 'a')
+        atomic_fetch_add_explicit(&p->stats.allowed, 1, memory_order_relaxed);
+    else if (type[0] == 'd')
+        atomic_fetch_add_explicit(&p->stats.denied, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&p->stats.errors, 1, memory_order_relaxed);
+
+    uv_mutex_lock(&p->mu);
+    if (p->ev_count >= PROXY_MAX_EVENTS) {
+        uv_mutex_unlock(&p->mu);
+        atomic_fetch_add_explicit(&p->stats.events_dropped, 1,
+                                  memory_order_relaxed);
+        return;
+    }
+    uv_mutex_unlock(&p->mu);
+    struct proxy_event *e = malloc(sizeof *e);
+    if (!e) {
+        atomic_fetch_add_explicit(&p->stats.events_dropped, 1,
+                                  memory_order_relaxed);
+        return;
+    }
+    e->next = NULL;
+    copy_text(e->type, sizeof e->type, type);
+    copy_text(e->method, sizeof e->method, method);
+    copy_text(e->host, sizeof e->host, host);
+    e->port = port;
+    e->status = status;
+    copy_text(e->reason, sizeof e->reason, reason);
+    uv_mutex_lock(&p->mu);
+    if (p->ev_tail)
+        p->ev_tail->next = e;
+    else
+        p->ev_head = e;
+    p->ev_tail = e;
+    p->ev_count++;
+    uv_mutex_unlock(&p->mu);
+}
+
+static struct proxy_event *take_events(struct proxy *p)
+{
+    uv_mutex_lock(&p->mu);
+    struct proxy_event *e = p->ev_head;
+    p->ev_head = p->ev_tail = NULL;
+    p->ev_count = 0;
+    uv_mutex_unlock(&p->mu);
+    return e;
+}
+
+static void push_event(lua_State *L, const struct proxy_event *e)
+{
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, e->type);
+    lua_setfield(L, -2, "type");
+    lua_pushstring(L, e->method);
+    lua_setfield(L, -2, "method");
+    lua_pushstring(L, e->host);
+    lua_setfield(L, -2, "host");
+    lua_pushinteger(L, e->port);
+    lua_setfield(L, -2, "port");
+    lua_pushinteger(L, e->status);
+    lua_setfield(L, -2, "status");
+    lua_pushstring(L, e->reason);
+    lua_setfield(L, -2, "reason");
+}
+
+void proxy_events_push(lua_State *L, struct proxy *p)
+{
+    struct proxy_event *e = take_events(p);
+    lua_newtable(L);
+    lua_Integer i = 0;
+    while (e) {
+        struct proxy_event *next = e->next;
+        /* A table per event can raise (memory): free the rest first. */
+        push_event(L, e);
+        lua_rawseti(L, -2, ++i);
+        free(e);
+        e = next;
+    }
+}
+
+void proxy_events_dispatch(lua_State *L, struct proxy *p)
+{
+    if (p->on_event_ref == LUA_NOREF || p->on_event_ref == LUA_REFNIL)
+        return;
+    struct proxy_event *e = take_events(p);
+    while (e) {
+        struct proxy_event *next = e->next;
+        lua_rawgeti(L, LUA_REGISTRYINDEX, p->on_event_ref);
+        push_event(L, e);
+        free(e);
+        e = next;
+        if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+            /* luv's default would end the process: report and go on. */
+            const char *msg = lua_tostring(L, -1);
+            fprintf(stderr, "isolation.proxy: on_event raised an error: %s\n",
+                    msg ? msg : "(not a string)");
+            fflush(stderr);
+            lua_pop(L, 1);
+        }
+        if (p->on_event_ref == LUA_NOREF) {
+            /* on_event closed the proxy: drop what is left. */
+            while (e) {
+                next = e->next;
+                free(e);
+                e = next;
+            }
+        }
+    }
+}
+
+void proxy_events_free(struct proxy *p)
+{
+    struct proxy_event *e = take_events(p);
+    while (e) {
+        struct proxy_event *next = e->next;
+        free(e);
+        e = next;
+    }
+}
+
+static void set_counter(lua_State *L, const char *name, atomic_ullong *v)
+{
+    lua_pushinteger(L,
+                    (lua_Integer)atomic_load_explicit(v, memory_order_relaxed));
+    lua_setfield(L, -2, name);
+}
+
+void proxy_stats_push(lua_State *L, struct proxy *p)
+{
+    lua_createtable(L, 0, 8);
+    set_counter(L, "connections", &p->stats.connections);
+    set_counter(L, "active", &p->stats.active);
+    set_counter(L, "allowed", &p->stats.allowed);
+    set_counter(L, "denied", &p->stats.denied);
+    set_counter(L, "errors", &p->stats.errors);
+    set_counter(L, "bytes_up", &p->stats.bytes_up);
+    set_counter(L, "bytes_down", &p->stats.bytes_down);
+    set_counter(L, "events_dropped", &p->stats.events_dropped);
+}
+
+struct proxy_allow *proxy_allow_new(hostpat_list *list)
+{
+    struct proxy_allow *a = malloc(sizeof *a);
+    if (!a)
+        return NULL;
+    a->list = list;
+    atomic_init(&a->refs, 1);
+    return a;
+}
+
+struct proxy_allow *proxy_allow_get(struct proxy *p)
+{
+    uv_mutex_lock(&p->mu);
+    struct proxy_allow *a = p->allow;
+    atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    uv_mutex_unlock(&p->mu);
+    return a;
+}
+
+void proxy_allow_put(struct proxy_allow *a)
+{
+    if (a &&
+        atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) == 1) {
+        hostpat_free(a->list);
+        free(a);
+    }
+}
+
+void proxy_allow_set(struct proxy *p, struct proxy_allow *a)
+{
+    uv_mutex_lock(&p->mu);
+    struct proxy_allow *old = p->allow;
+    p->allow = a;
+    uv_mutex_unlock(&p->mu);
+    proxy_allow_put(old);
+}
+
+void proxy_unref(struct proxy *p)
+{
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    proxy_allow_put(p->allow);
+    proxy_events_free(p);
+    for (size_t i = 0; i < p->opts.nresolve; i++)
+        free(p->opts.resolve[i].addrs);
+    free(p->opts.resolve);
+    uv_mutex_destroy(&p->mu);
+    free(p);
+}

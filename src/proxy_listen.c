@@ -1,0 +1,228 @@
+/*
+ * proxy_listen.c - the proxy's listening socket, made on the Lua thread with
+ * plain system calls so that every failure is reported by proxy() itself.
+ *
+ * A unix socket is created 0600 (fchmod before bind: Linux takes the file's
+ * mode from the socket's inode). A socket file that nobody listens on is
+ * replaced; a live one, anything that is not a socket, and a path too long
+ * for sun_path are errors, and nothing is deleted then. TCP listens only on
+ * loopback.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proxy.h"
+
+#define BACKLOG 4096
+
+int proxy_listen_unix(struct proxy *p, const char *path, char *err,
+                      size_t errcap)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof sa.sun_path) {
+        snprintf(err, errcap,
+                 "isolation: unix must be a path of 1 to %zu bytes for a "
+                 "unix socket (got %zu bytes)",
+                 sizeof sa.sun_path - 1, len);
+        return -1;
+    }
+    memcpy(sa.sun_path, path, len);
+
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            snprintf(err, errcap,
+                     "isolation: unix path \"%s\" exists and is not a "
+                     "socket (left as it is)",
+                     path);
+            return -1;
+        }
+        /* Is somebody listening? Only a refused connect means stale. */
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe < 0) {
+            snprintf(err, errcap, "isolation: unix socket: %s",
+                     strerror(errno));
+            return -1;
+        }
+        int r = connect(probe, (struct sockaddr *)&sa, sizeof sa);
+        int e = errno;
+        close(probe);
+        if (r == 0) {
+            snprintf(err, errcap,
+                     "isolation: unix socket \"%s\" is in use by a "
+                     "listening process",
+                     path);
+            return -1;
+        }
+        if (e != ECONNREFUSED) {
+            snprintf(err, errcap,
+                     "isolation: unix socket \"%s\" cannot be probed: %s", path,
+                     strerror(e));
+            return -1;
+        }
+        /* The same file we probed, still a socket: replace it. */
+        struct stat again;
+        if (lstat(path, &again) != 0 || again.st_ino != st.st_ino ||
+            again.st_dev != st.st_dev || !S_ISSOCK(again.st_mode) ||
+            unlink(path) != 0) {
+            snprintf(err, errcap,
+                     "isolation: stale unix socket \"%s\" cannot be "
+                     "replaced",
+                     path);
+            return -1;
+        }
+    } else if (errno != ENOENT) {
+        snprintf(err, errcap, "isolation: unix path \"%s\": %s", path,
+                 strerror(errno));
+        return -1;
+    }
+
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(err, errcap, "isolation: unix socket: %s", strerror(errno));
+        return -1;
+    }
+    if (fchmod(fd, 0600) != 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        snprintf(err, errcap, "isolation: unix socket \"%s\": %s", path,
+                 strerror(errno));
+        close(fd);
+        return -1;
+    }
+    /* Belt and braces against an odd umask: the file must end up 0600. */
+    if (lstat(path, &st) != 0 || chmod(path, 0600) != 0 ||
+        listen(fd, BACKLOG) != 0) {
+        snprintf(err, errcap, "isolation: unix socket \"%s\": %s", path,
+                 strerror(errno));
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    p->listen_fd = fd;
+    p->is_unix = true;
+    memcpy(p->unix_path, path, len + 1);
+    p->unix_dev = st.st_dev;
+    p->unix_ino = st.st_ino;
+    p->port = 0;
+    snprintf(p->address, sizeof p->address, "unix:%s", path);
+    return 0;
+}
+
+void proxy_listen_unlink(struct proxy *p)
+{
+    struct stat st;
+    if (!p->is_unix || !p->unix_path[0])
+        return;
+    /* Only ours: somebody may have replaced the file since. */
+    if (lstat(p->unix_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+        st.st_ino == p->unix_ino && st.st_dev == p->unix_dev)
+        unlink(p->unix_path);
+    p->unix_path[0] = '\0';
+}
+
+static int parse_port(const char *s, int *port)
+{
+    if (!*s || strlen(s) > 5)
+        return -1;
+    int v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    if (v > 65535)
+        return -1;
+    *port = v;
+    return 0;
+}
+
+int proxy_listen_tcp(struct proxy *p, const char *spec, char *err,
+                     size_t errcap)
+{
+    char host[64];
+    const char *colon = strrchr(spec, ':');
+    int port = -1;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t sslen = 0;
+    bool ok = false;
+    if (colon && (size_t)(colon - spec) < sizeof host &&
+        parse_port(colon + 1, &port) == 0) {
+        size_t hl = (size_t)(colon - spec);
+        memcpy(host, spec, hl);
+        host[hl] = '\0';
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        char canon[64];
+        if (hl > 2 && host[0] == '[' && host[hl - 1] == ']') {
+            host[hl - 1] = '\0';
+            if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) == 1 &&
+                IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr)) {
+                s6->sin6_family = AF_INET6;
+                s6->sin6_port = htons((uint16_t)port);
+                sslen = sizeof *s6;
+                ok = true;
+            }
+        } else if (inet_pton(AF_INET, host, &s4->sin_addr) == 1 &&
+                   inet_ntop(AF_INET, &s4->sin_addr, canon, sizeof canon) &&
+                   strcmp(canon, host) == 0 &&
+                   (ntohl(s4->sin_addr.s_addr) >> 24) == 127) {
+            s4->sin_family = AF_INET;
+            s4->sin_port = htons((uint16_t)port);
+            sslen = sizeof *s4;
+            ok = true;
+        }
+    }
+    if (!ok) {
+        snprintf(err, errcap,
+                 "isolation: listen must be \"127.0.0.1:PORT\" or "
+                 "\"[::1]:PORT\" (a loopback address; PORT 0 for any "
+                 "free port) (got \"%s\")",
+                 spec);
+        return -1;
+    }
+    int fd =
+        socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(err, errcap, "isolation: listen \"%s\": %s", spec,
+                 strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ss.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 ||
+        listen(fd, BACKLOG) != 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
+        snprintf(err, errcap, "isolation: listen \"%s\": %s", spec,
+                 strerror(errno));
+        close(fd);
+        return -1;
+    }
+    p->listen_fd = fd;
+    p->is_unix = false;
+    p->self = ss;
+    char text[INET6_ADDRSTRLEN];
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &s6->sin6_addr, text, sizeof text);
+        p->port = ntohs(s6->sin6_port);
+        snprintf(p->address, sizeof p->address, "[%s]:%d", text, p->port);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &s4->sin_addr, text, sizeof text);
+        p->port = ntohs(s4->sin_port);
+        snprintf(p->address, sizeof p->address, "%s:%d", text, p->port);
+    }
+    return 0;
+}
