@@ -104,7 +104,7 @@ rockcheck: deps
 	cp -r src lua bin isolation-scm-1.rockspec "$$tmp/" && \
 	(cd "$$tmp" && luarocks --lua-version 5.4 make --tree "$$tmp/tree" isolation-scm-1.rockspec >"$$tmp/log" 2>&1) \
 	  || { cat "$$tmp/log"; exit 1; }; \
-	TREE="$$tmp/tree" LUA_PATH="$$tmp/tree/share/lua/5.4/?.lua" LUA_CPATH="$$tmp/tree/lib/lua/5.4/?.so" \
+	TREE="$$tmp/tree" LUA_PATH="$$tmp/tree/share/lua/5.4/?.lua;;" LUA_CPATH="$$tmp/tree/lib/lua/5.4/?.so;;" \
 	  $(LUA) -e 'local i = require("isolation"); assert(package.searchpath("isolation", package.cpath):find(os.getenv("TREE"), 1, true)); for _, m in ipairs({"policy", "scheduler", "session"}) do require("isolation." .. m) end; print("rockcheck: isolation " .. i.version .. " loads from the installed tree")'
 
 test: deps all spec spec-asan lint rockcheck $(TEST_STEPS)
