@@ -256,6 +256,22 @@ describe("docker_argv", function()
       "ghcr.io/example/agent:1", "bash", "-c", "c" }, argv)
   end)
 
+  it("refuses a mount point given twice (docker would), naming both", function()
+    local res, err = isolation.docker_argv({ config = { mode = "docker" }, agent = "codex", workdir = "/w",
+      command = "c", binds = { "$HOME/.codex/" } })
+    assert.is_nil(res)
+    assert.matches("binds[1] mounts the same path as agent codex config", err, 1, true)
+    res, err = isolation.docker_argv({ config = { mode = "docker" }, workdir = "/w", command = "c",
+      binds = { "/data" }, ro_binds = { "/data" } })
+    assert.is_nil(res)
+    assert.matches("ro_binds[1] mounts the same path as binds[1]", err, 1, true)
+    -- bwrap applies both in order: the read-only one comes last and wins
+    local argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", binds = { "/data" },
+      ro_binds = { "/data", "/w" } }))
+    assert.is_true(index_of(argv, "--ro-bind", "/data", "/data") > index_of(argv, "--bind", "/data", "/data"))
+    assert.is_true(index_of(argv, "--ro-bind", "/w", "/w") > index_of(argv, "--bind", "/w", "/w"))
+  end)
+
   it("needs no proxy_socket for deny (--network none has no bridge)", function()
     local argv = assert(isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/w",
       command = "c" }))
@@ -437,13 +453,13 @@ describe("dry_run", function()
       proxy_socket = "/var/lib/lectern/s1.sock", ca_cert = "/etc/lectern/ca.pem", ro_binds = { "/opt/ref" },
     }))
     assert.truthy(text:find("mode: bwrap, network deny", 1, true))
-    assert.truthy(text:find("ro     /usr -> /usr", 1, true))
-    assert.truthy(text:find("tmpfs  (new) -> /tmp", 1, true))
-    assert.truthy(text:find("tmpfs  (new) -> $HOME", 1, true))
-    assert.truthy(text:find("rw-try $HOME/.claude -> $HOME/.claude", 1, true))
-    assert.truthy(text:find("rw     /srv/p -> /srv/p", 1, true))
-    assert.truthy(text:find("ro     /opt/ref -> /opt/ref", 1, true))
-    assert.truthy(text:find("rw     /var/lib/lectern/s1.sock -> " .. SOCK, 1, true))
+    assert.truthy(text:find("read-only  /usr -> /usr", 1, true))
+    assert.truthy(text:find("tmpfs      (new) -> /tmp", 1, true))
+    assert.truthy(text:find("tmpfs      (new) -> $HOME", 1, true))
+    assert.truthy(text:find("read-write $HOME/.claude -> $HOME/.claude  (agent config, when present)", 1, true))
+    assert.truthy(text:find("read-write /srv/p -> /srv/p", 1, true))
+    assert.truthy(text:find("read-only  /opt/ref -> /opt/ref", 1, true))
+    assert.truthy(text:find("read-write /var/lib/lectern/s1.sock -> " .. SOCK, 1, true))
     assert.truthy(text:find("namespaces: new mount, pid, ipc, uts, net", 1, true))
     assert.truthy(text:find("network: deny: only 127.0.0.1:3128 -> socat -> " .. SOCK
       .. " -> host /var/lib/lectern/s1.sock", 1, true))
@@ -456,16 +472,16 @@ describe("dry_run", function()
     local text = assert(isolation.dry_run({ config = { mode = "docker", network = "deny" }, agent = "codex",
       workdir = "/srv/p", command = "codex" }))
     assert.truthy(text:find("image: debian:bookworm-slim", 1, true))
-    assert.truthy(text:find("rw     $HOME/.codex -> $HOME/.codex", 1, true))
+    assert.truthy(text:find("read-write $HOME/.codex -> $HOME/.codex", 1, true))
     assert.truthy(text:find("--network none", 1, true))
     text = assert(isolation.dry_run({ command = "codex" }))
     assert.truthy(text:find("without isolation", 1, true))
   end)
 
   it("a path with a newline cannot forge a line", function()
-    local text = assert(isolation.dry_run({ config = { mode = "bwrap" }, workdir = "/srv/a\n  rw     / -> /",
+    local text = assert(isolation.dry_run({ config = { mode = "bwrap" }, workdir = "/srv/a\n  read-write / -> /",
       command = "c" }))
-    assert.is_nil(text:find("\n  rw     / -> /", 1, true))
-    assert.truthy(text:find('"/srv/a\\n  rw     / -> /"', 1, true))
+    assert.is_nil(text:find("\n  read-write / -> /", 1, true))
+    assert.truthy(text:find('"/srv/a\\n  read-write / -> /"', 1, true))
   end)
 end)

@@ -91,6 +91,27 @@ describe("isolation.proxy address checks", function()
     q:close()
   end)
 
+  it("dials IPv6: a bracketed literal and a name pinned to ::1", function()
+    local ok, up6 = pcall(upstream.start, { host = "::1" })
+    if not ok then
+      io.stderr:write("SKIP IPv6 upstream: " .. tostring(up6) .. "\n")
+      return
+    end
+    local p = proxy({ allow = { "[::1]:" .. up6.raw_port, "six.example.com" },
+      resolve = { ["six.example.com"] = { "::1" } }, allow_private = true })
+    local c = W.tunnel(p:address(), "[::1]:" .. up6.raw_port, "PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    c:close()
+    local d = W.tunnel(p:address(), "six.example.com:" .. up6.raw_port, "PING\n")
+    assert.is_true(d:wait_for("PONG"))
+    d:close()
+    local f = W.exchange(p:address(), "GET http://[::1]:" .. up6.http_port .. "/small HTTP/1.1\r\nHost: [::1]:"
+      .. up6.http_port .. "\r\nConnection: close\r\n\r\n")
+    assert.are.equal(403, f:status()) -- only the raw port is allowed for the literal
+    p:close()
+    up6:stop()
+  end)
+
   it("refuses an IP literal that the allowlist names but the private rule does not admit", function()
     local p = proxy({ allow = { "*.example.com" } })
     local before = up:stats().accepts
@@ -116,6 +137,32 @@ describe("isolation.proxy address checks", function()
     p:close()
   end)
 
+  it("looks a name up with getaddrinfo and checks what it returns (localhost: /etc/hosts, no traffic)", function()
+    local f = io.popen("getent ahostsv4 localhost 2>/dev/null")
+    local hosts = f:read("a")
+    f:close()
+    if not hosts:match("^127%.") then
+      io.stderr:write("SKIP getaddrinfo path: localhost does not resolve to loopback here\n")
+      return
+    end
+    local p = proxy({ allow = { "localhost" } })
+    local status, data = connect_status(p, "localhost:" .. up.raw_port)
+    assert.are.equal(403, status)
+    assert.matches("localhost resolves to a loopback address", data)
+    p:close()
+    local q = proxy({ allow = { "localhost" }, allow_private = true })
+    local c = W.tunnel(q:address(), "localhost:" .. up.raw_port, "PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    c:close()
+    q:close()
+    -- resolve wins over the system's answer
+    local r = proxy({ allow = { "localhost" }, resolve = { localhost = { "10.0.0.1" } } })
+    status, data = connect_status(r, "localhost:" .. up.raw_port)
+    assert.are.equal(403, status)
+    assert.matches("10%.0%.0%.1", data)
+    r:close()
+  end)
+
   it("refuses a CONNECT to the proxy's own listening address", function()
     local p = proxy({ allow = { "127.0.0.1", "self.example.com" }, allow_private = true,
       resolve = { ["self.example.com"] = { "127.0.0.1" } } })
@@ -123,6 +170,14 @@ describe("isolation.proxy address checks", function()
     assert.are.equal(403, status)
     assert.matches("own", data)
     assert.are.equal(403, (connect_status(p, "self.example.com:" .. p:port())))
+    -- other spellings that reach the same listener
+    local q = proxy({ allow = { "alias.example.com" }, allow_private = true,
+      resolve = { ["alias.example.com"] = { "0.0.0.0", "::ffff:127.0.0.1" } } })
+    local st, body = connect_status(q, "alias.example.com:" .. q:port())
+    assert.are.equal(403, st)
+    assert.matches("own", body)
+    assert.are.equal(0, q:stats().allowed)
+    q:close()
     local f = W.exchange(p:address(), "GET http://127.0.0.1:" .. p:port() .. "/ HTTP/1.1\r\nHost: 127.0.0.1:"
       .. p:port() .. "\r\n\r\n")
     assert.are.equal(403, f:status())

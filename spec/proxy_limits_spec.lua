@@ -92,6 +92,47 @@ describe("isolation.proxy limits", function()
     pipe:close()
   end)
 
+  it("answers 504 when name resolution does not finish within dns_timeout", function()
+    -- libuv's thread pool (4 threads, shared by every loop of the process)
+    -- is kept busy by opens of FIFOs that have no writer yet, so the
+    -- lookup of localhost (/etc/hosts, no traffic) waits in the queue.
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(uv.fs_mkdir(dir, 448))
+    local fifos, opened = {}, 0
+    local size = tonumber(os.getenv("UV_THREADPOOL_SIZE") or "4")
+    for i = 1, size do
+      fifos[i] = dir .. "/f" .. i
+      assert(os.execute("mkfifo " .. fifos[i]))
+      uv.fs_open(fifos[i], "r", 0, function(err, fd)
+        opened = opened + 1
+        if fd then uv.fs_close(fd, function() end) end
+        local _ = err
+      end)
+    end
+    W.settle(0.1)
+    local p = proxy({ allow = { "localhost" }, dns_timeout = 0.5 })
+    local t0 = uv.now()
+    local c = W.exchange(p:address(), "CONNECT localhost:" .. up.raw_port .. " HTTP/1.1\r\nHost: localhost\r\n\r\n", 10)
+    local took = uv.now() - t0
+    -- release the pool: a writer for each FIFO
+    for i = 1, size do
+      local w = uv.fs_open(fifos[i], "w", 0)
+      if w then uv.fs_close(w) end
+    end
+    assert.is_true(W.run_until(function() return opened == size end, 5))
+    for i = 1, size do os.remove(fifos[i]) end
+    uv.fs_rmdir(dir)
+    assert.are.equal(504, c:status(), c.data)
+    assert.matches("resolution", c.data)
+    assert.is_true(took >= 400, "took " .. took .. " ms")
+    -- and the proxy resolves again once the pool is free
+    local d = W.tunnel(p:address(), "localhost:" .. up.raw_port, "PING\n")
+    assert.is_true(d:wait_for("PONG"))
+    d:close()
+    p:close()
+  end)
+
   it("answers 503 over max_connections while the connections it has keep working", function()
     local p = proxy({ max_connections = 2 })
     local target = "up.example.com:" .. up.raw_port
@@ -112,6 +153,31 @@ describe("isolation.proxy limits", function()
     assert.is_true(d:wait_for("PONG"))
     d:close()
     b:close()
+    p:close()
+  end)
+
+  it("keeps at most 4096 events for :events() and counts the rest as dropped", function()
+    local p = proxy({ allow = {} })
+    local denied = "CONNECT x.example.com:1 HTTP/1.1\r\nHost: x.example.com:1\r\n\r\n"
+    local total, batch = 4100, 100
+    for _ = 1, total / batch do
+      local conns = {}
+      for i = 1, batch do
+        conns[i] = W.connect(p:address())
+        conns[i]:send(denied)
+      end
+      for i = 1, batch do
+        assert.is_true(conns[i]:wait_eof(10))
+        conns[i]:close()
+      end
+    end
+    local s = p:stats()
+    assert.are.equal(total, s.denied)
+    assert.are.equal(total - 4096, s.events_dropped)
+    assert.are.equal(4096, #p:events())
+    -- the queue is empty again and takes new events
+    W.exchange(p:address(), denied)
+    assert.are.equal(1, #p:events())
     p:close()
   end)
 

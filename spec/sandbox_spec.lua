@@ -13,8 +13,8 @@ local AGENT_FILES = {
 }
 
 describe("real bwrap sandbox", function()
-  if support.skip_without_bwrap() then
-    it("is skipped: bwrap cannot run here", function() pending(select(2, support.bwrap_works())) end)
+  if helpers.skip_without_bwrap() then
+    it("is skipped: bwrap cannot run here", function() pending(select(2, helpers.bwrap_works())) end)
     return
   end
 

@@ -19,7 +19,7 @@ end
 local PIECES = {
   "'", '"', "$", "`", "\\", " ", "\n", "\t", "*", "?", "-", "--", "é", "日本", ";", "|", "&", "(", ")",
   "{", "}", "~", "!", "#", "%", "<", ">", "$HOME", "${HOME}", "$(id)", "`id`", "'\\''", "\"$HOME\"",
-  "a", "b", "x", "1", ".", "..", "=", ",", "[", "]", "^", "+", "@", "\r", "\27[0m",
+  "a", "b", "x", "1", ".", "..", "=", ",", "[", "]", "^", "+", "@", "\r", "\27[0m", "\xff", "\x80\xc3",
 }
 
 local function word(len)
@@ -74,13 +74,15 @@ end
 
 local UID, GID
 
+local MOUNT_FLAG = { ["--bind"] = true, ["--ro-bind"] = true, ["--bind-try"] = true, ["--tmpfs"] = true }
+
 -- The argv the shell should produce: builder tokens expanded, nothing else.
 local function expected(argv, home)
   local out = {}
   for i, e in ipairs(argv) do
-    if e == "HOME=$HOME" then
+    if e == "HOME=$HOME" and argv[i - 1] == "-e" then
       e = "HOME=" .. home
-    elseif e == "$(id -u):$(id -g)" then
+    elseif e == "$(id -u):$(id -g)" and argv[i - 1] == "--user" then
       e = UID .. ":" .. GID
     elseif argv[i - 1] == "-v" and e:sub(1, 6) == "$HOME/" then
       local suffix = e:sub(-3) == ":ro" and ":ro" or ""
@@ -90,7 +92,8 @@ local function expected(argv, home)
       assert(body == p .. ":" .. p, "unexpected docker volume " .. e)
       local x = home .. p:sub(6)
       e = x .. ":" .. x .. suffix
-    elseif e == "$HOME" or e:sub(1, 6) == "$HOME/" then
+    elseif (e == "$HOME" or e:sub(1, 6) == "$HOME/") and (MOUNT_FLAG[argv[i - 1]] or MOUNT_FLAG[argv[i - 2]]) then
+      -- a mount's source or destination; the same text elsewhere (the command) is literal
       e = home .. e:sub(6)
     end
     out[i] = e

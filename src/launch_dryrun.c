@@ -19,23 +19,22 @@ static void add_display(luaL_Buffer *b, lua_State *L, const char *s)
     ADD_TOP(b);
 }
 
+/* Padded to one width, so that the host paths line up. */
 static const char *kind_name(enum mount_kind kind)
 {
     switch (kind) {
     case MOUNT_RO:
-        return "ro     ";
     case MOUNT_RO_TRY:
-        return "ro-try ";
+        return "read-only  ";
     case MOUNT_RW:
-        return "rw     ";
     case MOUNT_RW_TRY:
-        return "rw-try ";
+        return "read-write ";
     case MOUNT_DEV:
-        return "dev    ";
+        return "dev        ";
     case MOUNT_PROC:
-        return "proc   ";
+        return "proc       ";
     default:
-        return "tmpfs  ";
+        return "tmpfs      ";
     }
 }
 
@@ -63,7 +62,7 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
     struct mount mounts[LAUNCH_MAX_MOUNTS];
     size_t n = launch_bwrap_mounts(s, mounts);
     luaL_addstring(b, "mounts, in the order bwrap applies them "
-                      "(kind, host path -> sandbox path):\n");
+                      "(host path -> sandbox path):\n");
     for (size_t i = 0; i < n; i++) {
         const struct mount *m = &mounts[i];
         luaL_addstring(b, "  ");
@@ -142,18 +141,18 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
 {
     luaL_addstring(b, "image: ");
     add_display(b, L, s->docker_image);
-    luaL_addstring(b, "\nmounts (kind, host path -> container path):\n");
-    add_volume(b, L, "rw     ", s->workdir, "workdir, start directory");
+    luaL_addstring(b, "\nmounts (host path -> container path):\n");
+    add_volume(b, L, "read-write ", s->workdir, "workdir, start directory");
     for (const char *const *a = launch_agent_paths(s->agent); *a; a++)
-        add_volume(b, L, "rw     ", *a,
+        add_volume(b, L, "read-write ", *a,
                    "agent config; docker creates a missing one as a "
                    "directory");
     for (size_t i = 0; i < s->nbinds; i++)
-        add_volume(b, L, "rw     ", s->binds[i], "binds");
+        add_volume(b, L, "read-write ", s->binds[i], "binds");
     for (size_t i = 0; i < s->nro_binds; i++)
-        add_volume(b, L, "ro     ", s->ro_binds[i], "ro_binds");
+        add_volume(b, L, "read-only  ", s->ro_binds[i], "ro_binds");
     if (s->ca_cert)
-        add_volume(b, L, "ro     ", s->ca_cert, "ca_cert, single file");
+        add_volume(b, L, "read-only  ", s->ca_cert, "ca_cert, single file");
     luaL_addstring(b, "  the rest is the image's own filesystem\n");
     luaL_addstring(b, "user: $(id -u):$(id -g) (the launching user, as "
                       "computed by the target's shell)\n");

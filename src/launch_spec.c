@@ -9,6 +9,7 @@
 #include "isolation.h"
 #include "launch.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const spec_keys[] = {
@@ -279,6 +280,58 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
     return 1;
 }
 
+/* Same path, ignoring one trailing slash. */
+static bool same_path(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 1 && a[la - 1] == '/')
+        la--;
+    if (lb > 1 && b[lb - 1] == '/')
+        lb--;
+    return la == lb && strncmp(a, b, la) == 0;
+}
+
+/*
+ * docker refuses a mount point given twice, and unlike bwrap has no order
+ * that would say which one wins: refuse it here, naming both.
+ */
+static int check_docker_duplicates(lua_State *L, const struct launch_spec *s)
+{
+    const char *paths[2 * LAUNCH_MAX_BINDS + 8];
+    char names[2 * LAUNCH_MAX_BINDS + 8][32];
+    size_t n = 0;
+    snprintf(names[n], sizeof names[n], "workdir");
+    paths[n++] = s->workdir;
+    for (const char *const *a = launch_agent_paths(s->agent); *a; a++) {
+        snprintf(names[n], sizeof names[n], "agent %s config", s->agent);
+        paths[n++] = *a;
+    }
+    for (size_t i = 0; i < s->nbinds; i++) {
+        snprintf(names[n], sizeof names[n], "binds[%zu]", i + 1);
+        paths[n++] = s->binds[i];
+    }
+    for (size_t i = 0; i < s->nro_binds; i++) {
+        snprintf(names[n], sizeof names[n], "ro_binds[%zu]", i + 1);
+        paths[n++] = s->ro_binds[i];
+    }
+    if (s->ca_cert) {
+        snprintf(names[n], sizeof names[n], "ca_cert");
+        paths[n++] = s->ca_cert;
+    }
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (same_path(paths[i], paths[j])) {
+                launch_push_quoted(L, paths[i], strlen(paths[i]));
+                lua_pushfstring(L,
+                                "isolation: %s mounts the same path as %s "
+                                "(got %s); docker refuses a mount point "
+                                "given twice",
+                                names[i], names[j], lua_tostring(L, -1));
+                return 0;
+            }
+    return 1;
+}
+
 int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
                      struct launch_spec *s)
 {
@@ -347,6 +400,8 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
         return fail_got(L, get_field(L, idx, "proxy_socket"), "proxy_socket",
                         "is required for mode \"bwrap\" with network "
                         "\"deny\" (the host path of the proxy's unix socket)");
+    if (s->mode == MODE_DOCKER && !check_docker_duplicates(L, s))
+        return 0;
     return 1;
 }
 

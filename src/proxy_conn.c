@@ -75,11 +75,21 @@ static void conn_close_up(struct conn *c)
     uv_close((uv_handle_t *)&c->up, on_up_closed);
 }
 
+void conn_event(struct conn *c, const char *type, int status,
+                const char *reason)
+{
+    c->ev_pending = false;
+    proxy_event(c->px, type, c->method, c->host, c->port, status, reason);
+}
+
 void conn_close(struct conn *c)
 {
     if (c->closing)
         return;
     struct proxy *p = c->px;
+    if (c->ev_pending)
+        conn_event(c, "error", 499,
+                   "the connection ended before the request was answered");
     c->closing = true;
     c->state = CONN_CLOSED;
     if (c->prev)
@@ -132,8 +142,7 @@ static void set_reading(struct conn *c, int side, bool want)
 {
     if (c->reading[side] == want)
         return;
-    uv_stream_t *s =
-        side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up;
+    uv_stream_t *s = side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up;
     if (want) {
         int r = side == SIDE_CLIENT
                     ? uv_read_start(s, on_client_alloc, on_client_read)
@@ -162,9 +171,18 @@ void conn_update_reads(struct conn *c)
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
         break;
     case CONN_FORWARD:
-        client = !c->dir[DIR_UP].eof && !c->req_done &&
-                 c->dir[DIR_UP].pending == 0;
+        /* The body while it is due; afterwards, pipelined bytes while they
+         * fit (and the client's leaving). */
+        client =
+            c->req_done
+                ? !c->carry_lost && c->head_len <= c->px->opts.max_header_bytes
+                : !c->dir[DIR_UP].eof && c->dir[DIR_UP].pending == 0;
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
+        break;
+    case CONN_RESOLVE:
+    case CONN_DIAL:
+        client = c->is_connect && !c->dir[DIR_UP].eof &&
+                 c->head_len <= c->px->opts.max_header_bytes;
         break;
     case CONN_LINGER:
         client = true;
@@ -181,7 +199,10 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     struct conn *c = h->data;
-    if (c->state == CONN_HEAD) {
+    if (c->state == CONN_HEAD ||
+        ((c->state == CONN_RESOLVE || c->state == CONN_DIAL) &&
+         c->is_connect) ||
+        (c->state == CONN_FORWARD && c->req_done)) {
         size_t limit = c->px->opts.max_header_bytes + 1;
         if (c->head_len == c->head_cap && c->head_cap < limit) {
             size_t cap = c->head_cap ? c->head_cap * 4 : 4096;
@@ -228,6 +249,33 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
             }
             c->head_len += (uint32_t)n;
             conn_parse_head(c);
+        } else if (n < 0) {
+            conn_close(c);
+        }
+        return;
+    }
+    if (c->state == CONN_RESOLVE || c->state == CONN_DIAL) {
+        /* A CONNECT being dialed: early tunnel bytes wait in the head
+         * buffer; an end is passed on once the tunnel is up. */
+        if (n > 0) {
+            c->head_len += (uint32_t)n;
+        } else if (n == UV_EOF) {
+            c->dir[DIR_UP].eof = true;
+            c->reading[SIDE_CLIENT] = false;
+        } else if (n < 0) {
+            conn_close(c);
+            return;
+        }
+        conn_update_reads(c);
+        return;
+    }
+    if (c->state == CONN_FORWARD && c->req_done) {
+        /* The request is sent: what comes now is the next request, kept
+         * in the head buffer, or the client leaving (an end here means it
+         * gave up waiting: the request is over). */
+        if (n > 0) {
+            c->head_len += (uint32_t)n;
+            conn_update_reads(c);
         } else if (n < 0) {
             conn_close(c);
         }
@@ -289,16 +337,22 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 void conn_carry(struct conn *c, const char *p, size_t n)
 {
     size_t limit = c->px->opts.max_header_bytes + 1;
-    if (c->head_len + n > limit)
-        n = limit - c->head_len; /* more than a head: 431 when parsed */
     if (n == 0)
         return;
-    if (c->head_len + n > c->head_cap) {
-        char *b = realloc(c->head, limit);
-        if (!b)
-            return;
-        c->head = b;
-        c->head_cap = (uint32_t)limit;
+    char *b = c->head_len + n <= c->head_cap ? c->head : NULL;
+    if (!b && c->head_len + n <= limit) {
+        b = realloc(c->head, limit);
+        if (b) {
+            c->head = b;
+            c->head_cap = (uint32_t)limit;
+        }
+    }
+    if (!b) {
+        /* More pipelined bytes than a head may hold: never parse a
+         * stream with a hole in it; answer this request, then end. */
+        c->carry_lost = true;
+        c->close_after = true;
+        return;
     }
     memcpy(c->head + c->head_len, p, n);
     c->head_len += (uint32_t)n;
@@ -352,11 +406,18 @@ static void conn_end_client(struct conn *c)
     free(c->head);
     c->head = NULL;
     c->head_len = c->head_cap = 0;
-    c->shut_req[SIDE_CLIENT].data = c;
-    if (uv_shutdown(&c->shut_req[SIDE_CLIENT], &c->client.s,
-                    on_client_shutdown) != 0) {
-        conn_close(c);
-        return;
+    uv_os_fd_t fd;
+    if (c->dir[DIR_DOWN].pending == 0 && c->client.s.write_queue_size == 0 &&
+        uv_fileno(&c->client.h, &fd) == 0) {
+        /* Nothing queued: FIN now, without another loop pass. */
+        shutdown(fd, SHUT_WR);
+    } else {
+        c->shut_req[SIDE_CLIENT].data = c;
+        if (uv_shutdown(&c->shut_req[SIDE_CLIENT], &c->client.s,
+                        on_client_shutdown) != 0) {
+            conn_close(c);
+            return;
+        }
     }
     conn_arm(c, PROXY_LINGER_MS);
     conn_update_reads(c);
@@ -367,7 +428,7 @@ static void conn_reply(struct conn *c, int status, const char *type,
 {
     if (c->closing || c->state == CONN_LINGER)
         return;
-    proxy_event(c->px, type, c->method, c->host, c->port, status, reason);
+    conn_event(c, type, status, reason);
     char body[400];
     int bl = snprintf(body, sizeof body, "isolation proxy: %s\n", reason);
     if (bl < 0 || (size_t)bl >= sizeof body)
@@ -388,16 +449,14 @@ static void conn_reply(struct conn *c, int status, const char *type,
     conn_end_client(c);
 }
 
-void conn_fail(struct conn *c, int status, const char *type,
-               const char *reason)
+void conn_fail(struct conn *c, int status, const char *type, const char *reason)
 {
     if (c->closing)
         return;
     if (c->state == CONN_TUNNEL ||
         (c->state == CONN_FORWARD && c->res_head_done)) {
         /* The client already has a status line: all we can do is stop. */
-        proxy_event(c->px, type, c->method, c->host, c->port, status,
-                    reason);
+        conn_event(c, type, status, reason);
         conn_close(c);
         return;
     }
@@ -459,16 +518,32 @@ static socklen_t to_sockaddr(const struct host_addr *a, int port,
     return sizeof *s6;
 }
 
+/*
+ * Would dialing a:port reach our own listener? Also true for the
+ * unspecified address (Linux routes it to a local listener) and for an
+ * IPv4-mapped IPv6 form of our address.
+ */
 static bool is_self(struct proxy *p, const struct host_addr *a, int port)
 {
+    static const uint8_t zero[16];
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
     if (p->is_unix || port != p->port)
         return false;
-    if (p->self.ss_family == AF_INET && a->family == 4)
-        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, a->bytes,
-                      4) == 0;
+    const uint8_t *v4 = NULL;
+    if (a->family == 4)
+        v4 = a->bytes;
+    else if (memcmp(a->bytes, mapped, 12) == 0)
+        v4 = a->bytes + 12;
+    if ((a->family == 4 && memcmp(a->bytes, zero, 4) == 0) ||
+        (a->family == 6 && memcmp(a->bytes, zero, 16) == 0) ||
+        (v4 && memcmp(v4, zero, 4) == 0))
+        return true;
+    if (p->self.ss_family == AF_INET && v4)
+        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, v4, 4) == 0;
     if (p->self.ss_family == AF_INET6 && a->family == 6)
-        return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr,
-                      a->bytes, 16) == 0;
+        return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr, a->bytes,
+                      16) == 0;
     return false;
 }
 
@@ -517,8 +592,8 @@ static void dial_next(struct conn *c)
     }
     if (c->addr_i >= c->naddr) {
         char reason[HOST_NAME_CAP + 96];
-        snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s",
-                 c->host, c->port,
+        snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s", c->host,
+                 c->port,
                  c->last_err ? uv_strerror(c->last_err) : "no address");
         conn_reply(c, 502, "error", reason);
         return;
@@ -551,7 +626,7 @@ static void tunnel_established(struct conn *c)
     char reason[128], text[INET6_ADDRSTRLEN];
     addr_text(&c->addrs[c->addr_i], text, sizeof text);
     snprintf(reason, sizeof reason, "tunnel to %s", text);
-    proxy_event(c->px, "allow", c->method, c->host, c->port, 200, reason);
+    conn_event(c, "allow", 200, reason);
     c->state = CONN_TUNNEL;
     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
     if (relay_send_copy(c, DIR_DOWN, ok, sizeof ok - 1) < 0) {
@@ -560,7 +635,11 @@ static void tunnel_established(struct conn *c)
     }
     c->last_active = uv_now(conn_loop(c));
     conn_arm(c, c->px->opts.idle_ms);
+    bool ended = c->dir[DIR_UP].eof;
+    c->dir[DIR_UP].eof = false;
     relay_tunnel_begin(c);
+    if (ended && !c->closing)
+        relay_eof(c, SIDE_CLIENT);
     conn_update_reads(c);
 }
 
@@ -611,12 +690,12 @@ static void check_and_dial(struct conn *c)
     c->state = CONN_DIAL;
     c->addr_i = 0;
     c->last_err = 0;
+    conn_update_reads(c);
     conn_arm(c, c->px->opts.connect_ms);
     dial_next(c);
 }
 
-static void on_resolved(uv_getaddrinfo_t *req, int status,
-                        struct addrinfo *res)
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
     struct conn *c = req->data;
     free(req);
@@ -695,6 +774,7 @@ static void resolve(struct conn *c)
         return;
     }
     c->nopen++;
+    conn_update_reads(c);
     conn_arm(c, p->opts.dns_ms);
 }
 
@@ -754,8 +834,8 @@ static void handle_request(struct conn *c, const struct http_request *req,
                            size_t head_len)
 {
     struct proxy *p = c->px;
-    size_t ml = req->method.n < sizeof c->method ? req->method.n
-                                                  : sizeof c->method - 1;
+    size_t ml =
+        req->method.n < sizeof c->method ? req->method.n : sizeof c->method - 1;
     memcpy(c->method, req->method.p, ml);
     c->method[ml] = '\0';
     memcpy(c->host, req->host, sizeof c->host);
@@ -765,8 +845,12 @@ static void handle_request(struct conn *c, const struct http_request *req,
     c->keep_alive = req->keep_alive && !req->is_connect;
     c->head_req = strcmp(c->method, "HEAD") == 0;
     c->close_after = false;
-    c->state = CONN_RESOLVE; /* stops reading the client for now */
-    conn_update_reads(c);
+    c->ev_pending = true;
+    /* CONNECT keeps reading (into the head buffer, bounded) while it is
+     * checked, resolved and dialed: stopping and restarting costs system
+     * calls on every tunnel. A forward request stops: what follows is body,
+     * which is framed only once the upstream is there. */
+    c->state = CONN_RESOLVE;
 
     proxy_allow_put(c->allow);
     c->allow = proxy_allow_get(p);
@@ -850,7 +934,7 @@ void conn_forward_done(struct conn *c)
         conn_close_up(c);
     proxy_allow_put(c->allow);
     c->allow = NULL;
-    if (!c->keep_alive || c->close_after) {
+    if (!c->keep_alive || c->close_after || c->carry_lost) {
         conn_end_client(c);
         return;
     }
@@ -861,6 +945,10 @@ void conn_forward_done(struct conn *c)
         conn_parse_head(c);
         return;
     }
+    /* Idle between requests: hold no head buffer. */
+    free(c->head);
+    c->head = NULL;
+    c->head_cap = 0;
     c->kept = true;
     conn_arm(c, c->px->opts.idle_ms);
     conn_update_reads(c);
@@ -898,8 +986,9 @@ static void on_timer(uv_timer_t *t)
         uint64_t idle = now - c->last_active;
         if (idle >= p->opts.idle_ms) {
             if (c->state == CONN_FORWARD && !c->res_head_done)
-                conn_fail(c, 504, "error", "upstream did not answer within "
-                                           "idle_timeout");
+                conn_fail(c, 504, "error",
+                          "upstream did not answer within "
+                          "idle_timeout");
             else
                 conn_close(c);
             break;
@@ -948,8 +1037,7 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    atomic_fetch_add_explicit(&p->stats.connections, 1,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
     if (!p->is_unix)
         uv_tcp_nodelay(&c->client.tcp, 1);
     c->state = CONN_HEAD;

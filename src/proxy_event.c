@@ -146,8 +146,8 @@ void proxy_events_free(struct proxy *p)
 
 static void set_counter(lua_State *L, const char *name, atomic_ullong *v)
 {
-    lua_pushinteger(L, (lua_Integer)atomic_load_explicit(
-                           v, memory_order_relaxed));
+    lua_pushinteger(L,
+                    (lua_Integer)atomic_load_explicit(v, memory_order_relaxed));
     lua_setfield(L, -2, name);
 }
 
@@ -185,8 +185,8 @@ struct proxy_allow *proxy_allow_get(struct proxy *p)
 
 void proxy_allow_put(struct proxy_allow *a)
 {
-    if (a && atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) ==
-                 1) {
+    if (a &&
+        atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) == 1) {
         hostpat_free(a->list);
         free(a);
     }

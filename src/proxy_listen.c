@@ -65,8 +65,8 @@ int proxy_listen_unix(struct proxy *p, const char *path, char *err,
         }
         if (e != ECONNREFUSED) {
             snprintf(err, errcap,
-                     "isolation: unix socket \"%s\" cannot be probed: %s",
-                     path, strerror(e));
+                     "isolation: unix socket \"%s\" cannot be probed: %s", path,
+                     strerror(e));
             return -1;
         }
         /* The same file we probed, still a socket: replace it. */

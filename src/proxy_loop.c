@@ -14,6 +14,7 @@
  * callbacks run after uv_run returns, never inside it.
  */
 #include <lauxlib.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +27,19 @@ static uv_mutex_t global_mu;
 static struct proxy_loop *thread_loop;
 static struct proxy_loop *luv_loop;
 
+/* A forked child has no background thread and must not wait for one: its
+ * first proxy starts a loop of its own (the parent's copy is abandoned). */
+static void forget_loops_in_child(void)
+{
+    thread_loop = NULL;
+    luv_loop = NULL;
+}
+
 static void global_init(void)
 {
     if (uv_mutex_init(&global_mu) != 0)
         abort();
+    pthread_atfork(NULL, NULL, forget_loops_in_child);
 }
 
 static int run_cmd(struct proxy *p, enum proxy_cmd cmd)
@@ -142,10 +152,11 @@ static void thread_loop_stop(struct proxy_loop *loop)
 /* ---- luv mode ---- */
 
 /* Calls handle:method(...) for the luv handle in the registry; pcall'd. */
-static void luv_call(lua_State *L, int ref, const char *method, int nargs)
+static void luv_call(lua_State *L, struct proxy_loop *loop, int ref,
+                     const char *method, int nargs)
 {
     int base = lua_gettop(L) - nargs;
-    if (luv_loop && luv_loop->lua_dead) {
+    if (loop->lua_dead) {
         lua_settop(L, base);
         return;
     }
@@ -157,6 +168,30 @@ static void luv_call(lua_State *L, int ref, const char *method, int nargs)
         fprintf(stderr, "isolation.proxy: luv %s failed: %s\n", method,
                 lua_tostring(L, -1));
         lua_pop(L, 1);
+    }
+}
+
+/*
+ * Writes to a closed peer happen on the Lua thread in luv mode: they must
+ * give EPIPE, not a SIGPIPE that ends the process. Ignoring SIGPIPE would
+ * leak into every child the program starts with popen or os.execute, so it
+ * is blocked while the private loop runs and a SIGPIPE raised meanwhile is
+ * consumed before the old mask comes back.
+ */
+static void luv_run_private(struct proxy_loop *loop)
+{
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    uv_run(&loop->uv, UV_RUN_NOWAIT);
+    if (!sigismember(&old, SIGPIPE)) {
+        sigset_t pending;
+        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+            struct timespec zero = {0, 0};
+            sigtimedwait(&pipe_only, NULL, &zero);
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
 }
 
@@ -184,13 +219,13 @@ static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
     if (t == 0 && in_timer)
         t = 1;
     if (t < 0) {
-        luv_call(L, loop->timer_ref, "stop", 0);
+        luv_call(L, loop, loop->timer_ref, "stop", 0);
         return;
     }
     lua_pushinteger(L, t);
     lua_pushinteger(L, 0);
     lua_rawgeti(L, LUA_REGISTRYINDEX, loop->drive_ref);
-    luv_call(L, loop->timer_ref, "start", 3);
+    luv_call(L, loop, loop->timer_ref, "start", 3);
 }
 
 /*
@@ -199,14 +234,32 @@ static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
  * at exit on a handle whose close callback has not run yet, and nothing
  * guarantees that uv.run() is called again after a close.
  */
+/* The Lua state is closing and no proxy is left: the private loop goes.
+ * (A lookup still in the thread pool keeps it, and it stays allocated.) */
+static void luv_loop_free(struct proxy_loop *loop)
+{
+    for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
+        luv_run_private(loop);
+    if (luv_loop == loop)
+        luv_loop = NULL;
+    if (uv_loop_close(&loop->uv) == 0) {
+        relay_pool_free(loop);
+        free(loop);
+    }
+}
+
 static void luv_idle(lua_State *L, struct proxy_loop *loop)
 {
+    if (loop->lua_dead) {
+        luv_loop_free(loop);
+        return;
+    }
     /* Close callbacks of the last connections. */
     for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
-        uv_run(&loop->uv, UV_RUN_NOWAIT);
+        luv_run_private(loop);
     if (loop->polling) {
-        luv_call(L, loop->poll_ref, "stop", 0);
-        luv_call(L, loop->timer_ref, "stop", 0);
+        luv_call(L, loop, loop->poll_ref, "stop", 0);
+        luv_call(L, loop, loop->timer_ref, "stop", 0);
         loop->polling = false;
     }
 }
@@ -217,14 +270,14 @@ static void luv_poll_start(lua_State *L, struct proxy_loop *loop)
         return;
     lua_pushliteral(L, "r");
     lua_rawgeti(L, LUA_REGISTRYINDEX, loop->drive_ref);
-    luv_call(L, loop->poll_ref, "start", 2);
+    luv_call(L, loop, loop->poll_ref, "start", 2);
     loop->polling = true;
 }
 
 static void luv_run_once(lua_State *L, struct proxy_loop *loop)
 {
     loop->in_drive = true;
-    uv_run(&loop->uv, UV_RUN_NOWAIT);
+    luv_run_private(loop);
     /* on_event runs here, after uv_run: it may close proxies. */
     struct proxy *batch[64];
     size_t n = 0;
@@ -258,7 +311,7 @@ void proxy_loop_kick(lua_State *L, struct proxy_loop *loop)
     if (loop->mode != PROXY_LUV || loop->in_drive)
         return;
     loop->in_drive = true;
-    uv_run(&loop->uv, UV_RUN_NOWAIT);
+    luv_run_private(loop);
     loop->in_drive = false;
     if (loop->nproxies == 0)
         luv_idle(L, loop);
@@ -268,8 +321,10 @@ void proxy_loop_kick(lua_State *L, struct proxy_loop *loop)
 
 static int luv_sentinel_gc(lua_State *L)
 {
-    struct proxy_loop **sentinel = lua_touserdata(L, 1);
-    (*sentinel)->lua_dead = true;
+    struct proxy_loop *loop = *(struct proxy_loop **)lua_touserdata(L, 1);
+    loop->lua_dead = true;
+    if (loop->nproxies == 0 && !loop->in_drive)
+        luv_loop_free(loop);
     return 0;
 }
 
@@ -291,8 +346,8 @@ static int luv_new(lua_State *L, int luv_idx, const char *fname, int nargs,
     return 0;
 }
 
-static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx,
-                                         char *err, size_t errcap)
+static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
+                                         size_t errcap)
 {
     struct proxy_loop *loop = calloc(1, sizeof *loop);
     if (!loop) {
@@ -308,11 +363,6 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx,
         free(loop);
         return NULL;
     }
-    /* Writes to a closed peer happen on this thread: EPIPE, not SIGPIPE. */
-    struct sigaction old;
-    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
-        signal(SIGPIPE, SIG_IGN);
-
     lua_pushvalue(L, luv_idx);
     loop->luv_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushlightuserdata(L, loop);
@@ -325,7 +375,7 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx,
                  lua_tostring(L, -1));
         lua_pop(L, 1);
         if (loop->poll_ref != LUA_NOREF)
-            luv_call(L, loop->poll_ref, "close", 0);
+            luv_call(L, loop, loop->poll_ref, "close", 0);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->poll_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->drive_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->luv_ref);

@@ -22,11 +22,21 @@ typedef struct {
     struct proxy *p;
 } proxy_ud;
 
-static const char *const known_opts[] = {
-    "allow",          "unix",           "listen",       "loop",
-    "on_event",       "allow_private",  "resolve",      "sni",
-    "header_timeout", "connect_timeout", "dns_timeout", "idle_timeout",
-    "max_header_bytes", "max_connections", NULL};
+static const char *const known_opts[] = {"allow",
+                                         "unix",
+                                         "listen",
+                                         "loop",
+                                         "on_event",
+                                         "allow_private",
+                                         "resolve",
+                                         "sni",
+                                         "header_timeout",
+                                         "connect_timeout",
+                                         "dns_timeout",
+                                         "idle_timeout",
+                                         "max_header_bytes",
+                                         "max_connections",
+                                         NULL};
 
 static proxy_ud *check_ud(lua_State *L)
 {
@@ -42,8 +52,7 @@ static struct proxy *check_open(lua_State *L)
 }
 
 /* Reads opts[name] as seconds into *ms; 0 ok, -1 error (message pushed). */
-static int opt_seconds(lua_State *L, const char *name, double max,
-                       uint64_t *ms)
+static int opt_seconds(lua_State *L, const char *name, double max, uint64_t *ms)
 {
     lua_getfield(L, 1, name);
     if (lua_isnil(L, -1)) {
@@ -136,11 +145,10 @@ static int opt_resolve(lua_State *L, struct proxy_opts *o)
     while (lua_next(L, t)) {
         struct proxy_resolve *r = &o->resolve[o->nresolve];
         size_t klen = 0;
-        const char *k = lua_type(L, -2) == LUA_TSTRING
-                            ? lua_tolstring(L, -2, &klen)
-                            : NULL;
-        if (!k || host_parse(k, klen, r->name, sizeof r->name, NULL) !=
-                      HOST_NAME) {
+        const char *k =
+            lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &klen) : NULL;
+        if (!k ||
+            host_parse(k, klen, r->name, sizeof r->name, NULL) != HOST_NAME) {
             lua_pushfstring(L,
                             "isolation: resolve keys must be host names "
                             "(got %s)",
@@ -197,8 +205,7 @@ static void free_opts(struct proxy_opts *o)
 }
 
 /* Everything but the listener and the loop; -1 with a message pushed. */
-static int parse_opts(lua_State *L, struct proxy_opts *o,
-                      hostpat_list **allow)
+static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
 {
     lua_pushnil(L);
     while (lua_next(L, 1)) {
@@ -230,8 +237,7 @@ static int parse_opts(lua_State *L, struct proxy_opts *o,
         opt_seconds(L, "connect_timeout", 300, &o->connect_ms) ||
         opt_seconds(L, "dns_timeout", 300, &o->dns_ms) ||
         opt_seconds(L, "idle_timeout", 86400, &o->idle_ms) ||
-        opt_integer(L, "max_header_bytes", 1024, PROXY_MAX_HEADER_LIMIT,
-                    &mh) ||
+        opt_integer(L, "max_header_bytes", 1024, PROXY_MAX_HEADER_LIMIT, &mh) ||
         opt_integer(L, "max_connections", 1, 1000000, &mc) ||
         opt_bool(L, "allow_private", &o->allow_private))
         return -1;
@@ -240,8 +246,8 @@ static int parse_opts(lua_State *L, struct proxy_opts *o,
 
     lua_getfield(L, 1, "sni");
     if (!lua_isnil(L, -1)) {
-        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
-                                                       : NULL;
+        const char *s =
+            lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
         if (!s || (strcmp(s, "match") && strcmp(s, "off"))) {
             lua_pushfstring(L,
                             "isolation: sni must be \"match\" or \"off\" "
@@ -361,11 +367,10 @@ static int proxy_new(lua_State *L)
     p->on_event_ref = LUA_NOREF;
 
     char err[512];
-    int r = has_unix
-                ? proxy_listen_unix(p, lua_tostring(L, ud_idx - 2), err,
-                                    sizeof err)
-                : proxy_listen_tcp(p, lua_tostring(L, ud_idx - 1), err,
-                                   sizeof err);
+    int r =
+        has_unix
+            ? proxy_listen_unix(p, lua_tostring(L, ud_idx - 2), err, sizeof err)
+            : proxy_listen_tcp(p, lua_tostring(L, ud_idx - 1), err, sizeof err);
     if (r == 0) {
         p->loop = proxy_loop_acquire(L, mode, luv_idx, err, sizeof err);
         if (!p->loop) {

@@ -93,8 +93,7 @@ int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
         relay_buf_put(loop, rb);
         return 0;
     }
-    uv_stream_t *dst =
-        d == DIR_UP ? (uv_stream_t *)&c->up : &c->client.s;
+    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up : &c->client.s;
     if (c->dir[d].pending == 0) {
         uv_buf_t b = uv_buf_init(rb->data + off, (unsigned)len);
         int n = uv_try_write(dst, &b, 1);
@@ -154,8 +153,7 @@ static void on_shutdown(uv_shutdown_t *req, int status)
  * used for the client's own shutdown outside tunnels). */
 static void relay_shutdown(struct conn *c, int d)
 {
-    uv_stream_t *dst =
-        d == DIR_UP ? (uv_stream_t *)&c->up : &c->client.s;
+    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up : &c->client.s;
     c->shut_req[d].data = c;
     if (uv_shutdown(&c->shut_req[d], dst, on_shutdown) != 0)
         conn_close(c);
@@ -222,8 +220,7 @@ static int sni_decide(struct conn *c)
 }
 
 /* Feeds client bytes to the SNI check; forwards them once it passes. */
-static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off,
-                     size_t n)
+static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off, size_t n)
 {
     struct relay_buf *b = c->sni;
     size_t room = TLS_HELLO_MAX + 1 - b->len;
@@ -328,8 +325,8 @@ void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n)
         return;
     }
     bool done = false;
-    ssize_t nb = frame(c->req_body, &c->req_left, &c->req_chunk, rb->data, n,
-                       &done);
+    ssize_t nb =
+        frame(c->req_body, &c->req_left, &c->req_chunk, rb->data, n, &done);
     if (nb < 0) {
         relay_buf_put(c->px->loop, rb);
         conn_fail(c, 400, "deny", "malformed chunked request body");
@@ -365,15 +362,14 @@ static void response_head(struct conn *c, const struct http_response *res,
         c->close_after = true;
     char reason[64];
     snprintf(reason, sizeof reason, "upstream answered %d", res->status);
-    proxy_event(c->px, "allow", c->method, c->host, c->port, res->status,
-                reason);
+    conn_event(c, "allow", res->status, reason);
     size_t rest = b->len - head_len;
     bool done = res->body == BODY_NONE ||
                 (res->body == BODY_LENGTH && res->content_length == 0);
     ssize_t nb = 0;
     if (!done && rest > 0) {
-        nb = frame(c->res_body, &c->res_left, &c->res_chunk,
-                   b->data + head_len, rest, &done);
+        nb = frame(c->res_body, &c->res_left, &c->res_chunk, b->data + head_len,
+                   rest, &done);
         if (nb < 0) {
             relay_buf_put(c->px->loop, b);
             conn_close(c);
@@ -412,8 +408,8 @@ static void response_data(struct conn *c, struct relay_buf *rb, size_t n)
         for (;;) {
             struct http_response res;
             const char *why = NULL;
-            int r = http_parse_response(c->res->data, c->res->len,
-                                        c->res->cap, c->head_req, &res, &why);
+            int r = http_parse_response(c->res->data, c->res->len, c->res->cap,
+                                        c->head_req, &res, &why);
             if (r == 0) {
                 if (c->res->len >= c->res->cap)
                     conn_fail(c, 502, "error",
@@ -427,8 +423,7 @@ static void response_data(struct conn *c, struct relay_buf *rb, size_t n)
             }
             if (res.status >= 100 && res.status < 200 && res.status != 101) {
                 /* Interim response: pass it on, then parse the next. */
-                if (relay_send_copy(c, DIR_DOWN, c->res->data, (size_t)r) <
-                    0) {
+                if (relay_send_copy(c, DIR_DOWN, c->res->data, (size_t)r) < 0) {
                     conn_close(c);
                     return;
                 }
@@ -486,7 +481,8 @@ void relay_eof(struct conn *c, int side)
     if (c->state == CONN_TUNNEL) {
         if (side == SIDE_CLIENT && c->sni_wait) {
             if (c->sni->len > 0) {
-                /* The client ended inside an unfinished ClientHello. */
+                proxy_event(c->px, "deny", c->method, c->host, c->port, 403,
+                            "the client ended inside a TLS ClientHello");
                 conn_close(c);
                 return;
             }

@@ -1,32 +1,9 @@
--- Helpers for the launch specs: a bwrap probe, host-side background
--- listeners (started and ended by pid), and running a wrap() line.
+-- Helpers for the launch specs: host-side background listeners (started
+-- and ended by pid), bounded waits, and running a wrap() line.
 local helpers = require("helpers")
 
 local support = {}
 local q = helpers.shquote
-
-local probed, probe_reason
---- True when real bwrap sandboxes with pid and net namespaces run here;
---- otherwise false and the reason. (The same probe as helpers.bwrap_works.)
-function support.bwrap_works()
-  if probed == nil then
-    local code, _, err = helpers.run("bwrap --ro-bind /usr /usr --ro-bind-try /lib /lib "
-      .. "--ro-bind-try /lib64 /lib64 --ro-bind-try /bin /bin --proc /proc --dev /dev "
-      .. "--unshare-pid --unshare-net -- /bin/true")
-    probed = code == 0
-    if not probed then probe_reason = "bwrap cannot create namespaces here: " .. err end
-  end
-  return probed, probe_reason
-end
-
-function support.skip_without_bwrap()
-  local ok, why = support.bwrap_works()
-  if not ok then
-    io.stderr:write("SKIP (real bwrap): " .. why .. "\n")
-    return true
-  end
-  return false
-end
 
 --- Starts a shell command in the background on the host; returns its pid.
 function support.start(cmdline)

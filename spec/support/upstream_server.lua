@@ -334,6 +334,9 @@ local sigterm = uv.new_signal()
 sigterm:start("sigterm", stop)
 local sigint = uv.new_signal()
 sigint:start("sigint", stop)
+-- A peer that resets while we write must give EPIPE, not end the server.
+local sigpipe = uv.new_signal()
+sigpipe:start("sigpipe", function() end)
 -- Orphaned (the spec process died): stop too.
 local parent = uv.os_getppid()
 local watchdog = uv.new_timer()

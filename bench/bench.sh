@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# bench/bench.sh - `make bench`: the shared proxy benchmark with the
+# project's proxy plugged in (TCP and unix socket) next to tinyproxy, squid,
+# asrt and asrt-uds; the shared sandbox start cost; then the project's own
+# bridge.sh and startup.sh. Results: bench/results/bench-YYYY-MM-DD.md.
+#
+#   QUICK=1        the harness's --quick, fewer runs everywhere (~2-3 min)
+#   SHARED=DIR     where the shared folder is (../shared from the repo root)
+#   BENCH_RUN=DIR  scratch directory (/tmp/isolation-bench)
+#   BENCH_OUT=FILE results file
+#   PEERS="tinyproxy squid asrt asrt-uds"   the peer rows
+set -uo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+QUICK=${QUICK:-}
+export QUICK
+[ "$QUICK" = 0 ] && QUICK=
+OUT=${BENCH_OUT:-$REPO/bench/results/bench-$(date +%F).md}
+PEERS=${PEERS:-tinyproxy squid asrt asrt-uds}
+PROXY_PORT=${ISOLATION_BENCH_PORT:-18140}
+UDS=$BENCH_RUN/isolation.sock
+
+harness_ready || exit 2
+if [ ! -x "$REPO/build/isolation-bridge" ] || [ ! -f "$REPO/build/isolation.so" ]; then
+    echo "bench: build first (make)" >&2; exit 2
+fi
+port_free "$PROXY_PORT" || { echo "bench: port $PROXY_PORT busy (ISOLATION_BENCH_PORT=...)" >&2; exit 2; }
+mkdir -p "$(dirname "$OUT")"
+
+START="exec lua5.4 $REPO/bench/isolation-proxy.lua"
+log "proxy benchmark -> $OUT"
+# shellcheck disable=SC2086
+BENCH_RUN=$BENCH_RUN/run "$HARNESS/run.sh" ${QUICK:+--quick} --out "$OUT" \
+    "custom:isolation:$START --listen 127.0.0.1:$PROXY_PORT:127.0.0.1:$PROXY_PORT" \
+    "custom:isolation-uds:$START --unix $UDS:unix:$UDS" \
+    $PEERS
+rc=$?
+
+log "shared sandbox start cost -> $OUT"
+"$HARNESS/startup.sh" --out "$OUT" ${QUICK:+--runs 10} || rc=1
+log "bridge cost -> $OUT"
+"$REPO/bench/bridge.sh" --out "$OUT" || rc=1
+log "deny launch start cost -> $OUT"
+"$REPO/bench/startup.sh" --out "$OUT" ${QUICK:+--runs 10} || rc=1
+log "results in $OUT"
+exit $rc

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# bench/bridge.sh - what the in-sandbox bridge costs. The same proxy
+# (bench/isolation-proxy.lua on a unix socket) and the same upstream (nginx
+# /small) are reached four ways, with the shared loadgen:
+#   direct    no proxy (loopback reference)
+#   unix      straight to the proxy's unix socket (--proxy unix:PATH)
+#   builtin   through isolation-bridge (--proxy tcp:127.0.0.1:PORT)
+#   socat     through socat with the seed's argument order, fork per client
+# connect-latency: sequential CONNECT + GET /small tunnels (p50, p99);
+# connect-rate: C concurrent clients for T s (tunnels/s, the bridge's CPU per
+# tunnel); tunnel-throughput: one tunnel to blast, down and up (MB/s);
+# idle-tunnels: K tunnels to the harness's blast held open (Pss
+# growth of the bridge's process tree per tunnel: socat forks one process
+# per client). Added latency = p50 minus the unix p50.
+#
+# usage: bench/bridge.sh [--out FILE]     (QUICK=1: shorter runs)
+set -uo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+OUT=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --out) OUT=$2; shift ;;
+        *) sed -n '2,14p' "$0"; exit 2 ;;
+    esac
+    shift
+done
+QUICK=${QUICK:-}
+[ "$QUICK" = 0 ] && QUICK=
+if [ -n "$QUICK" ]; then LAT_N=${LAT_N:-500}; RATE_T=${RATE_T:-3}; else LAT_N=${LAT_N:-3000}; RATE_T=${RATE_T:-8}; fi
+RATE_C=${RATE_C:-32}
+if [ -n "$QUICK" ]; then IDLE_K=${IDLE_K:-300}; TP=${TP:-256M}; else IDLE_K=${IDLE_K:-1000}; TP=${TP:-1G}; fi
+WARM=${WARM:-0.5}
+NGINX_PORT=${NGINX_PORT:-18080}
+BLAST_PORT=${BLAST_PORT:-18081}
+BUILTIN_PORT=${BUILTIN_PORT:-18151}
+SOCAT_PORT=${SOCAT_PORT:-18152}
+
+harness_ready || exit 2
+LG=$HARNESS/loadgen
+RUN=$BENCH_RUN/bridge
+rm -rf "$RUN"
+mkdir -p "$RUN/nginx/www" "$RUN/nginx/tmp"
+for p in $NGINX_PORT $BLAST_PORT $BUILTIN_PORT $SOCAT_PORT; do
+    port_free "$p" || { echo "bridge.sh: port $p busy" >&2; exit 2; }
+done
+ulimit -n "$(ulimit -Hn)"
+
+PIDS=()
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wait_for() {                    # wait_for CMD...: up to 10 s
+    local _
+    for _ in $(seq 100); do "$@" && return 0; sleep 0.1; done
+    return 1
+}
+
+# upstream: the harness's nginx config, rendered as its run.sh does
+sed -e "s|@NGINX_PORT@|$NGINX_PORT|g; s|@BLAST_PORT@|$BLAST_PORT|g; s|@PROXY_PORT@|0|g; s|@DIR@|$RUN/nginx|g" \
+    "$HARNESS/conf/nginx.conf" >"$RUN/nginx/nginx.conf"
+head -c 100 /dev/zero | tr '\0' s >"$RUN/nginx/www/small"
+head -c 1048576 /dev/zero | tr '\0' l >"$RUN/nginx/www/large"
+nginx -p "$RUN/nginx/" -c "$RUN/nginx/nginx.conf" -e "$RUN/nginx/error.log" >"$RUN/nginx.log" 2>&1 &
+PIDS+=("$!")
+wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$NGINX_PORT" 2>/dev/null || { echo "bridge.sh: nginx did not start" >&2; exit 1; }
+
+"$HARNESS/blast" "127.0.0.1:$BLAST_PORT" >"$RUN/blast.log" 2>&1 &
+PIDS+=("$!")
+wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$BLAST_PORT" 2>/dev/null || { echo "bridge.sh: blast did not start" >&2; exit 1; }
+
+SOCK=$RUN/proxy.sock
+BENCH_ALLOW="127.0.0.1:$NGINX_PORT 127.0.0.1:$BLAST_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" --unix "$SOCK" >"$RUN/proxy.log" 2>&1 &
+PROXY_PID=$!
+PIDS+=("$PROXY_PID")
+wait_for test -S "$SOCK" || { echo "bridge.sh: proxy did not start: $(cat "$RUN/proxy.log")" >&2; exit 1; }
+
+"$REPO/build/isolation-bridge" "$BUILTIN_PORT" "$SOCK" || exit 1
+BUILTIN_PID=$(listener_pid "$BUILTIN_PORT")
+PIDS+=("$BUILTIN_PID")
+socat "TCP-LISTEN:$SOCAT_PORT,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$SOCK" 2>"$RUN/socat.log" &
+SOCAT_PID=$!
+PIDS+=("$SOCAT_PID")
+wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$SOCAT_PORT" 2>/dev/null || { echo "bridge.sh: socat did not start" >&2; exit 1; }
+
+declare -A R
+VIAS=(direct unix builtin socat)
+for via in "${VIAS[@]}"; do
+    case $via in
+        direct) args=(--direct); pid= ;;
+        unix) args=(--proxy "unix:$SOCK"); pid=$PROXY_PID ;;
+        builtin) args=(--proxy "tcp:127.0.0.1:$BUILTIN_PORT"); pid=$BUILTIN_PID ;;
+        socat) args=(--proxy "tcp:127.0.0.1:$SOCAT_PORT"); pid=$SOCAT_PID ;;
+    esac
+    [ -n "$pid" ] && args+=(--pid "$pid")
+    log "bridge: $via"
+    l=$(timeout -k 5 100 "$LG" connect-latency "${args[@]}" --target "127.0.0.1:$NGINX_PORT" --path /small \
+        -n "$LAT_N" -w "$WARM" --label "$via" --max-time 80 2>>"$RUN/loadgen.stderr")
+    log "  $l"
+    echo "$l" >>"$RUN/raw.txt"
+    R[$via,p50]=$(kv "$l" p50_us); R[$via,p99]=$(kv "$l" p99_us); R[$via,lat_err]=$(kv "$l" err)
+    l=$(timeout -k 5 100 "$LG" connect-rate "${args[@]}" --target "127.0.0.1:$NGINX_PORT" --path /small \
+        -c "$RATE_C" -t "$RATE_T" -w "$WARM" --label "$via" --max-time 80 2>>"$RUN/loadgen.stderr")
+    log "  $l"
+    echo "$l" >>"$RUN/raw.txt"
+    R[$via,rate]=$(kv "$l" rate_per_s); R[$via,rate_p99]=$(kv "$l" p99_us)
+    R[$via,cpu]=$(kv "$l" proxy_cpu_us_per_op); R[$via,rate_err]=$(kv "$l" err)
+    for dir in down up; do
+        targs=("${args[@]}" --target "127.0.0.1:$BLAST_PORT" --bytes "$TP" --label "$via" --max-time 80)
+        [ $dir = up ] && targs+=(--up)
+        l=$(timeout -k 5 100 "$LG" tunnel-throughput "${targs[@]}" 2>>"$RUN/loadgen.stderr")
+        log "  $l"
+        echo "$l" >>"$RUN/raw.txt"
+        R[$via,tput_$dir]=$(kv "$l" mb_per_s)
+        R[$via,tput_err]=$(( ${R[$via,tput_err]:-0} + $(kv "$l" err | grep . || echo 0) ))
+    done
+    if [ "$via" != direct ]; then
+        sleep 1     # let the proxy end the last tunnels first
+        l=$(timeout -k 5 100 "$LG" idle-tunnels "${args[@]}" --target "127.0.0.1:$BLAST_PORT" \
+            -n "$IDLE_K" -c 50 -t 2 --label "$via" --max-time 80 2>>"$RUN/loadgen.stderr")
+        log "  $l"
+        echo "$l" >>"$RUN/raw.txt"
+        R[$via,idle]=$(kv "$l" per_tunnel_kib); R[$via,held]=$(kv "$l" held)
+        R[$via,idle_err]=$(( $(kv "$l" err | grep . || echo 0) + $(kv "$l" dropped | grep . || echo 0) ))
+    fi
+done
+
+section=$RUN/section.md
+{
+    echo "## Bridge cost"
+    echo
+    echo "Run $(date '+%F %T %Z') on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)." \
+         "One proxy (bench/isolation-proxy.lua, thread mode, unix socket), nginx /small as the upstream;" \
+         "connect-latency n=$LAT_N (sequential CONNECT + GET /small + close), connect-rate c=$RATE_C t=${RATE_T}s," \
+         "tunnel-throughput $TP each way, idle-tunnels n=$IDLE_K held 2 s (both to blast). MB = 10^6 B."
+    echo "cpu and idle = CPU per tunnel and Pss growth per held tunnel of the process tree named in the row" \
+         "(the proxy for unix; the bridge alone for builtin and socat)."
+    echo
+    echo "| via | p50 µs | p99 µs | added p50 µs vs unix | p50 / direct | tunnels/s (c=$RATE_C) | rate / direct | rate / unix | rate p99 µs | cpu µs/tunnel | down MB/s | up MB/s | idle KiB/tunnel | held | errors |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for via in "${VIAS[@]}"; do
+        added=$(awk -v a="${R[$via,p50]}" -v b="${R[unix,p50]}" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%.0f", a - b }')
+        [ "$via" = direct ] && added=-
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$via" \
+            "${R[$via,p50]:--}" "${R[$via,p99]:--}" "$added" "$(ratio "${R[$via,p50]}" "${R[direct,p50]}")" \
+            "${R[$via,rate]:--}" "$(ratio "${R[$via,rate]}" "${R[direct,rate]}")" \
+            "$(ratio "${R[$via,rate]}" "${R[unix,rate]}")" "${R[$via,rate_p99]:--}" "${R[$via,cpu]:--}" \
+            "${R[$via,tput_down]:--}" "${R[$via,tput_up]:--}" "${R[$via,idle]:--}" "${R[$via,held]:--}" \
+            "$(( ${R[$via,lat_err]:-0} + ${R[$via,rate_err]:-0} + ${R[$via,tput_err]:-0} + ${R[$via,idle_err]:-0} ))"
+    done
+    echo
+    echo "socat runs exactly as the seed's launch script does (listen backlog 5, one process per client);"
+    echo "Errors for socat under load, if any, are connections reset while its accept queue was full."
+    echo
+    echo "<details><summary>raw loadgen lines</summary>"
+    echo
+    echo '```'
+    cat "$RUN/raw.txt"
+    echo '```'
+    echo "</details>"
+} >"$section"
+cat "$section"
+if [ -n "$OUT" ]; then
+    mkdir -p "$(dirname "$OUT")"
+    put_section "$OUT" bridge "$section"
+    log "bridge: results written to $OUT"
+fi

@@ -1,0 +1,12 @@
+# make bench: the shared proxy benchmark with this project's proxy plugged in
+# (TCP and unix socket) next to its peers, the bridge's cost, and the start
+# cost of a deny launch. Results go to bench/results/. Loads the machine for
+# minutes (QUICK=1: about 2-3). The shared folder is read-only: the harness
+# is copied to $(BENCH_RUN) and built there.
+SHARED    ?= ../shared
+BENCH_RUN ?= /tmp/isolation-bench
+QUICK     ?=
+
+.PHONY: bench
+bench: all
+	QUICK='$(QUICK)' SHARED='$(abspath $(SHARED))' BENCH_RUN='$(BENCH_RUN)' bench/bench.sh

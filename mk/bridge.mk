@@ -1,0 +1,30 @@
+# The in-sandbox bridge program: a TCP listener on the sandbox's loopback
+# relayed to the proxy's unix socket (bridge/). Not part of isolation.so.
+#
+#   make                      builds $(BUILD)/isolation-bridge too
+#   make bridge-asan          an ASan+UBSan build of it, used by `make spec-asan`
+#   make install PREFIX=/usr/local  installs it where isolation.BRIDGE finds it
+
+# mk/*.mk is included before the Makefile's `all:`: keep `all` the default.
+.DEFAULT_GOAL := all
+
+BRIDGE_SRC  = $(wildcard bridge/*.c)
+BRIDGE_HDR  = $(wildcard bridge/*.h)
+BRIDGE_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -Ibridge $(EXTRA_CFLAGS)
+
+ALL_TARGETS += $(BUILD)/isolation-bridge
+
+$(BUILD)/isolation-bridge: $(BRIDGE_SRC) $(BRIDGE_HDR)
+	@mkdir -p $(BUILD)
+	$(CC) $(BRIDGE_CFLAGS) -o $@ $(BRIDGE_SRC)
+
+$(BUILD)/asan/isolation-bridge: $(BRIDGE_SRC) $(BRIDGE_HDR)
+	@mkdir -p $(BUILD)/asan
+	$(CC) $(BRIDGE_CFLAGS) $(SAN_FLAGS) -o $@ $(BRIDGE_SRC)
+
+.PHONY: bridge-asan
+bridge-asan: $(BUILD)/asan/isolation-bridge
+
+# The sanitizer run of the specs also runs the bridge's specs against the
+# sanitizer build of the bridge (spec/bridge_spec.lua picks it).
+spec-asan: $(BUILD)/asan/isolation-bridge
