@@ -7,6 +7,7 @@
 #   make lint       luacheck and clang-format --dry-run -Werror
 #   make format     clang-format -i on the C sources
 
+SHELL     := /bin/bash
 LUA       ?= lua5.4
 BUSTED    ?= $(LUA) /usr/bin/busted
 CC        ?= cc
@@ -38,6 +39,7 @@ DEBS = lua5.4 liblua5.4-dev libuv1-dev lua-luv lua-luv-dev lua-cjson \
 ALL_TARGETS = $(BUILD)/isolation.so
 TEST_STEPS  =
 
+.DEFAULT_GOAL := all
 .PHONY: all deps test spec spec-asan lint format clean rockcheck
 
 -include mk/*.mk
@@ -85,18 +87,24 @@ spec-asan: deps all $(BUILD)/asan/isolation.so
 	LD_PRELOAD='$(ASAN_RT)' $(BUSTED) spec
 
 lint: deps
-	luacheck -q lua spec examples bin
+	luacheck -q lua spec $(wildcard examples bench) bin/isolate
 	clang-format --dry-run -Werror src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c)
 
 format:
 	clang-format -i src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c)
 
-# Installs the rock into a temporary tree and loads it from there alone.
+# Installs the rock into a temporary tree, from a copy of the sources (the
+# builtin build compiles next to them), and loads it from that tree alone.
+# The rockspec must list exactly the C files the Makefile builds.
 rockcheck: deps
-	@tree=$$(mktemp -d) && trap 'rm -rf "$$tree"' EXIT && \
-	luarocks --lua-version 5.4 make --tree "$$tree" isolation-scm-1.rockspec >"$$tree.log" 2>&1 \
-	  || { cat "$$tree.log"; rm -f "$$tree.log"; exit 1; }; rm -f "$$tree.log"; \
-	TREE="$$tree" LUA_PATH="$$tree/share/lua/5.4/?.lua" LUA_CPATH="$$tree/lib/lua/5.4/?.so" \
+	@want=$$(ls src/*.c | sort); have=$$(grep -o 'src/[a-z_]*\.c' isolation-scm-1.rockspec | sort); \
+	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from src/*.c:"; \
+	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	cp -r src lua bin isolation-scm-1.rockspec "$$tmp/" && \
+	(cd "$$tmp" && luarocks --lua-version 5.4 make --tree "$$tmp/tree" isolation-scm-1.rockspec >"$$tmp/log" 2>&1) \
+	  || { cat "$$tmp/log"; exit 1; }; \
+	TREE="$$tmp/tree" LUA_PATH="$$tmp/tree/share/lua/5.4/?.lua;;" LUA_CPATH="$$tmp/tree/lib/lua/5.4/?.so;;" \
 	  $(LUA) -e 'local i = require("isolation"); assert(package.searchpath("isolation", package.cpath):find(os.getenv("TREE"), 1, true)); for _, m in ipairs({"policy", "scheduler", "session"}) do require("isolation." .. m) end; print("rockcheck: isolation " .. i.version .. " loads from the installed tree")'
 
 test: deps all spec spec-asan lint rockcheck $(TEST_STEPS)

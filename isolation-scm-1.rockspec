@@ -15,8 +15,16 @@ build = {
   modules = {
     isolation = {
       sources = {
-        "src/bridge_path.c", "src/config.c", "src/hostpat.c", "src/httpparse.c", "src/isolation.c",
-        "src/launch.c", "src/proxy.c", "src/selftest.c", "src/target.c",
+        "src/allowhosts.c", "src/allowhosts_npm.c", "src/bridge_path.c",
+        "src/config.c", "src/hostparse.c", "src/hostpat.c",
+        "src/hostpat_lua.c", "src/httpparse.c", "src/httpparse_chunked.c",
+        "src/httpparse_response.c", "src/httpparse_upstream.c",
+        "src/isolation.c", "src/launch.c", "src/launch_argv.c",
+        "src/launch_bwrap.c", "src/launch_describe.c", "src/launch_docker.c",
+        "src/launch_dryrun.c", "src/launch_script.c", "src/launch_spec.c",
+        "src/launch_wrap.c", "src/proxy_conn.c", "src/proxy_event.c",
+        "src/proxy_listen.c", "src/proxy_loop.c", "src/proxy_lua.c",
+        "src/proxy_relay.c", "src/selftest.c", "src/target.c",
         "src/tlshello.c",
       },
       defines = { "_GNU_SOURCE" },

@@ -2,7 +2,10 @@
 # ASan+UBSan. `make fuzz` runs each for FUZZ_SECONDS on a working copy of
 # the committed seed corpus (fuzz/corpus/<target>/) and reports; new inputs
 # and crashes stay under $(BUILD)/fuzz/. `make test` replays the committed
-# corpus once through every target (fuzz-replay), which takes seconds.
+# corpus once through every target (fuzz-replay), which takes seconds. The
+# corpus: named, hand-written seeds (`make fuzz-corpus` writes them) plus the
+# hash-named inputs of the minimized corpus the fuzz campaigns reached
+# (libFuzzer -merge=1), so that the replay covers what they covered.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS  = $(patsubst fuzz/%.c,%,$(filter-out fuzz/gen_%.c,$(wildcard fuzz/fuzz_*.c)))

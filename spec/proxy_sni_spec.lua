@@ -41,7 +41,7 @@ describe("proxy SNI check (wire)", function()
     local head = "CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\n\r\n"
     return wire.exchange(port, head, {
       gap = opts.gap,
-      timeout = opts.timeout or 3,
+      timeout = opts.timeout or 10,
       after_head = function(res, send)
         if res.data:match("^HTTP/1%.1 200") then send(pieces) end
       end,
@@ -81,7 +81,7 @@ describe("proxy SNI check (wire)", function()
       cap.reset()
       local hello = wire.client_hello({ sni = name })
       tunnel("up.example.com:" .. cap.port, hello, { until_fn = upstream_gets(hello) })
-      wire.run_until(upstream_gets(hello), 3)
+      wire.run_until(upstream_gets(hello), 10)
       assert.are.equal(hello, cap.data, name)
     end
     assert.is_nil(deny_event_about_sni())
@@ -92,7 +92,7 @@ describe("proxy SNI check (wire)", function()
     local hello = wire.client_hello({ sni = "up.example.com", record_size = 40 })
     tunnel("up.example.com:" .. cap.port, wire.pieces(hello, 7),
       { gap = 0.01, until_fn = upstream_gets(hello) })
-    wire.run_until(upstream_gets(hello), 3)
+    wire.run_until(upstream_gets(hello), 10)
     assert.are.equal(hello, cap.data)
 
     cap.reset()
@@ -107,13 +107,13 @@ describe("proxy SNI check (wire)", function()
     open("match")
     local hello = wire.client_hello({})
     tunnel("up.example.com:" .. cap.port, hello, { until_fn = upstream_gets(hello) })
-    wire.run_until(upstream_gets(hello), 3)
+    wire.run_until(upstream_gets(hello), 10)
     assert.are.equal(hello, cap.data)
 
     cap.reset()
     local text = "SSH-2.0-OpenSSH_9.2\r\n"
     tunnel("up.example.com:" .. cap.port, text, { until_fn = upstream_gets(text) })
-    wire.run_until(upstream_gets(text), 3)
+    wire.run_until(upstream_gets(text), 10)
     assert.are.equal(text, cap.data)
   end)
 
@@ -131,7 +131,7 @@ describe("proxy SNI check (wire)", function()
     open("match")
     local target = "up.example.com:" .. cap.port
     local head = "CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\n\r\n"
-    local res = wire.exchange(port, head .. wire.client_hello({ sni = "other.example.net" }), { timeout = 3 })
+    local res = wire.exchange(port, head .. wire.client_hello({ sni = "other.example.net" }), { timeout = 10 })
     wire.settle(0.1)
     assert.is_true(res.eof)
     assert.are.equal("", cap.data)
@@ -139,8 +139,8 @@ describe("proxy SNI check (wire)", function()
 
     cap.reset()
     local hello = wire.client_hello({ sni = "up.example.com" })
-    wire.exchange(port, head .. hello, { timeout = 3, until_fn = upstream_gets(hello) })
-    wire.run_until(upstream_gets(hello), 3)
+    wire.exchange(port, head .. hello, { timeout = 10, until_fn = upstream_gets(hello) })
+    wire.run_until(upstream_gets(hello), 10)
     assert.are.equal(hello, cap.data)
   end)
 
@@ -168,7 +168,7 @@ describe("proxy SNI check (wire)", function()
     open("off")
     local hello = wire.client_hello({ sni = "other.example.net" })
     tunnel("up.example.com:" .. cap.port, hello, { until_fn = upstream_gets(hello) })
-    wire.run_until(upstream_gets(hello), 3)
+    wire.run_until(upstream_gets(hello), 10)
     assert.are.equal(hello, cap.data)
     assert.is_nil(deny_event_about_sni())
   end)

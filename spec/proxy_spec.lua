@@ -233,6 +233,71 @@ describe("isolation.proxy (thread mode)", function()
     assert.is_true(up:wait(function(s) return s.open == 0 end, 5))
   end)
 
+  it("gives a request's event even when the client leaves before the answer", function()
+    local uv = require("luv")
+    local silent = uv.new_tcp()
+    assert(silent:bind("127.0.0.1", 0))
+    local accepted = {}
+    assert(silent:listen(16, function()
+      local h = uv.new_tcp()
+      silent:accept(h)
+      accepted[#accepted + 1] = h
+    end))
+    local port = silent:getsockname().port
+    local q = assert(isolation.proxy({ allow = { "127.0.0.1:" .. port }, listen = "127.0.0.1:0" }))
+    local c = W.connect(q:address())
+    c:send("GET http://127.0.0.1:" .. port .. "/ HTTP/1.1\r\nHost: 127.0.0.1:" .. port .. "\r\n\r\n")
+    assert.is_true(W.run_until(function() return #accepted == 1 end, 5))
+    c:close()
+    assert.is_true(W.run_until(function() return q:stats().active == 0 end, 5))
+    local ev = q:events()
+    assert.are.equal(1, #ev)
+    assert.are.same({ "error", "GET", "127.0.0.1", port, 499 }, { ev[1].type, ev[1].method, ev[1].host, ev[1].port,
+      ev[1].status })
+    q:close()
+    for _, h in ipairs(accepted) do h:close() end
+    silent:close()
+    uv.run("nowait")
+  end)
+
+  it("serves a pipeline longer than a head may hold, in order, without losing a byte", function()
+    local q = assert(isolation.proxy({ allow = { "up.example.com" }, listen = "127.0.0.1:0", allow_private = true,
+      resolve = { ["up.example.com"] = { "127.0.0.1" } }, max_header_bytes = 1024 }))
+    local host = "up.example.com:" .. up.http_port
+    local parts = {}
+    for i = 1, 60 do
+      parts[i] = "POST " .. http_url("/echo") .. " HTTP/1.1\r\nHost: " .. host .. "\r\nContent-Length: "
+        .. #tostring(i) .. "\r\n\r\n" .. i
+    end
+    parts[#parts + 1] = "GET " .. http_url("/small") .. " HTTP/1.1\r\nHost: " .. host .. "\r\nConnection: close\r\n\r\n"
+    local c = W.connect(q:address())
+    c:send(table.concat(parts)) -- about 6 KiB at once
+    assert.is_true(c:wait_eof(20))
+    local bodies = {}
+    for body in c.data:gmatch("\r\n\r\n([^H]*)") do bodies[#bodies + 1] = body end
+    assert.are.equal(61, #bodies)
+    for i = 1, 60 do assert.are.equal(tostring(i), bodies[i]) end
+    c:close()
+    q:close()
+  end)
+
+  it("answers, then ends, when one read brings a body's end and more than a head may hold", function()
+    local q = assert(isolation.proxy({ allow = { "up.example.com" }, listen = "127.0.0.1:0", allow_private = true,
+      resolve = { ["up.example.com"] = { "127.0.0.1" } }, max_header_bytes = 1024 }))
+    local host = "up.example.com:" .. up.http_port
+    local c = W.connect(q:address())
+    c:send("POST " .. http_url("/echo") .. " HTTP/1.1\r\nHost: " .. host .. "\r\nContent-Length: 10\r\n\r\n")
+    W.settle(0.3) -- the head is upstream; the body is due
+    local next_req = "GET " .. http_url("/small") .. " HTTP/1.1\r\nHost: " .. host .. "\r\n\r\n"
+    c:send("0123456789" .. string.rep(next_req, 50))
+    assert.is_true(c:wait_eof(10))
+    local _, responses = c.data:gsub("HTTP/1%.1 200", "")
+    assert.are.equal(1, responses)
+    assert.matches("\r\n\r\n0123456789$", c.data)
+    c:close()
+    q:close()
+  end)
+
   it("reports counters", function()
     W.tunnel(p:address(), raw_target()):close()
     W.exchange(p:address(), "CONNECT denied.example.com:1 HTTP/1.1\r\nHost: denied.example.com:1\r\n\r\n")

@@ -33,7 +33,7 @@ describe("proxy strict parsing (wire)", function()
 
   -- Sends raw bytes; expects the status and that nothing reached upstream.
   local function refused(raw, status)
-    local res = wire.exchange(port, raw, { timeout = 5 })
+    local res = wire.exchange(port, raw, { timeout = 10 })
     wire.settle(0.1)
     assert.are.equal(status, res.status, "response to " .. raw:sub(1, 80) .. ": " .. res.data:sub(1, 80))
     assert.are.equal(0, cap.conns, "upstream connected for " .. raw:sub(1, 80))

@@ -225,6 +225,8 @@ struct conn {
     bool is_connect, keep_alive, sni_wait, gai_cancelled;
     bool req_done, res_done, res_head_done, head_req, close_after;
     bool up_reusable, redial, kept;
+    bool ev_pending; /* a request whose event is not given yet */
+    bool carry_lost; /* pipelined bytes did not fit: end after this one */
     int last_err;
     uint8_t req_body, res_body;
     struct conn_dir dir[2];
@@ -287,6 +289,9 @@ void conn_update_reads(struct conn *c);
 void conn_fail(struct conn *c, int status, const char *type,
                const char *reason);
 void conn_forward_done(struct conn *c);
+/* The one event of the request in flight. */
+void conn_event(struct conn *c, const char *type, int status,
+                const char *reason);
 void conn_arm(struct conn *c, uint64_t ms);
 /* Appends bytes the client sent after a request to the head buffer. */
 void conn_carry(struct conn *c, const char *p, size_t n);

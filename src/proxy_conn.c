@@ -75,11 +75,21 @@ static void conn_close_up(struct conn *c)
     uv_close((uv_handle_t *)&c->up, on_up_closed);
 }
 
+void conn_event(struct conn *c, const char *type, int status,
+                const char *reason)
+{
+    c->ev_pending = false;
+    proxy_event(c->px, type, c->method, c->host, c->port, status, reason);
+}
+
 void conn_close(struct conn *c)
 {
     if (c->closing)
         return;
     struct proxy *p = c->px;
+    if (c->ev_pending)
+        conn_event(c, "error", 499,
+                   "the connection ended before the request was answered");
     c->closing = true;
     c->state = CONN_CLOSED;
     if (c->prev)
@@ -161,8 +171,12 @@ void conn_update_reads(struct conn *c)
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
         break;
     case CONN_FORWARD:
+        /* The body while it is due; afterwards, pipelined bytes while they
+         * fit (and the client's leaving). */
         client =
-            !c->dir[DIR_UP].eof && !c->req_done && c->dir[DIR_UP].pending == 0;
+            c->req_done
+                ? !c->carry_lost && c->head_len <= c->px->opts.max_header_bytes
+                : !c->dir[DIR_UP].eof && c->dir[DIR_UP].pending == 0;
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
         break;
     case CONN_RESOLVE:
@@ -187,7 +201,8 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     struct conn *c = h->data;
     if (c->state == CONN_HEAD ||
         ((c->state == CONN_RESOLVE || c->state == CONN_DIAL) &&
-         c->is_connect)) {
+         c->is_connect) ||
+        (c->state == CONN_FORWARD && c->req_done)) {
         size_t limit = c->px->opts.max_header_bytes + 1;
         if (c->head_len == c->head_cap && c->head_cap < limit) {
             size_t cap = c->head_cap ? c->head_cap * 4 : 4096;
@@ -254,6 +269,18 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         conn_update_reads(c);
         return;
     }
+    if (c->state == CONN_FORWARD && c->req_done) {
+        /* The request is sent: what comes now is the next request, kept
+         * in the head buffer, or the client leaving (an end here means it
+         * gave up waiting: the request is over). */
+        if (n > 0) {
+            c->head_len += (uint32_t)n;
+            conn_update_reads(c);
+        } else if (n < 0) {
+            conn_close(c);
+        }
+        return;
+    }
     struct relay_buf *rb = buf_owner(buf);
     if (n <= 0) {
         if (rb)
@@ -310,16 +337,22 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 void conn_carry(struct conn *c, const char *p, size_t n)
 {
     size_t limit = c->px->opts.max_header_bytes + 1;
-    if (c->head_len + n > limit)
-        n = limit - c->head_len; /* more than a head: 431 when parsed */
     if (n == 0)
         return;
-    if (c->head_len + n > c->head_cap) {
-        char *b = realloc(c->head, limit);
-        if (!b)
-            return;
-        c->head = b;
-        c->head_cap = (uint32_t)limit;
+    char *b = c->head_len + n <= c->head_cap ? c->head : NULL;
+    if (!b && c->head_len + n <= limit) {
+        b = realloc(c->head, limit);
+        if (b) {
+            c->head = b;
+            c->head_cap = (uint32_t)limit;
+        }
+    }
+    if (!b) {
+        /* More pipelined bytes than a head may hold: never parse a
+         * stream with a hole in it; answer this request, then end. */
+        c->carry_lost = true;
+        c->close_after = true;
+        return;
     }
     memcpy(c->head + c->head_len, p, n);
     c->head_len += (uint32_t)n;
@@ -395,7 +428,7 @@ static void conn_reply(struct conn *c, int status, const char *type,
 {
     if (c->closing || c->state == CONN_LINGER)
         return;
-    proxy_event(c->px, type, c->method, c->host, c->port, status, reason);
+    conn_event(c, type, status, reason);
     char body[400];
     int bl = snprintf(body, sizeof body, "isolation proxy: %s\n", reason);
     if (bl < 0 || (size_t)bl >= sizeof body)
@@ -423,7 +456,7 @@ void conn_fail(struct conn *c, int status, const char *type, const char *reason)
     if (c->state == CONN_TUNNEL ||
         (c->state == CONN_FORWARD && c->res_head_done)) {
         /* The client already has a status line: all we can do is stop. */
-        proxy_event(c->px, type, c->method, c->host, c->port, status, reason);
+        conn_event(c, type, status, reason);
         conn_close(c);
         return;
     }
@@ -593,7 +626,7 @@ static void tunnel_established(struct conn *c)
     char reason[128], text[INET6_ADDRSTRLEN];
     addr_text(&c->addrs[c->addr_i], text, sizeof text);
     snprintf(reason, sizeof reason, "tunnel to %s", text);
-    proxy_event(c->px, "allow", c->method, c->host, c->port, 200, reason);
+    conn_event(c, "allow", 200, reason);
     c->state = CONN_TUNNEL;
     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
     if (relay_send_copy(c, DIR_DOWN, ok, sizeof ok - 1) < 0) {
@@ -812,6 +845,7 @@ static void handle_request(struct conn *c, const struct http_request *req,
     c->keep_alive = req->keep_alive && !req->is_connect;
     c->head_req = strcmp(c->method, "HEAD") == 0;
     c->close_after = false;
+    c->ev_pending = true;
     /* CONNECT keeps reading (into the head buffer, bounded) while it is
      * checked, resolved and dialed: stopping and restarting costs system
      * calls on every tunnel. A forward request stops: what follows is body,
@@ -900,7 +934,7 @@ void conn_forward_done(struct conn *c)
         conn_close_up(c);
     proxy_allow_put(c->allow);
     c->allow = NULL;
-    if (!c->keep_alive || c->close_after) {
+    if (!c->keep_alive || c->close_after || c->carry_lost) {
         conn_end_client(c);
         return;
     }

@@ -362,8 +362,7 @@ static void response_head(struct conn *c, const struct http_response *res,
         c->close_after = true;
     char reason[64];
     snprintf(reason, sizeof reason, "upstream answered %d", res->status);
-    proxy_event(c->px, "allow", c->method, c->host, c->port, res->status,
-                reason);
+    conn_event(c, "allow", res->status, reason);
     size_t rest = b->len - head_len;
     bool done = res->body == BODY_NONE ||
                 (res->body == BODY_LENGTH && res->content_length == 0);

@@ -1,3 +1,494 @@
--- isolation.session: placeholder until its issue lands.
+-- isolation.session: the lifecycle of isolated launches for an orchestrator.
+--
+-- A session with network deny owns an egress proxy on a unix socket in the
+-- manager's runtime directory. The proxy lives exactly as long as the
+-- session: every path that ends one (kill, archive, a death noticed by
+-- poll, a launcher that fails, close) tears the proxy down exactly once and
+-- removes its socket, and recover() cleans up after a manager that died
+-- without doing so (the sockets of a killed process stay on disk, dead).
+local uv = require("luv")
+local cjson = require("cjson")
+local isolation = require("isolation")
+local policy = require("isolation.policy")
+
 local M = {}
+
+local NULL = cjson.null
+local show = policy._show
+
+-- sun_path holds 108 bytes with the terminating NUL.
+local SUN_PATH_MAX = 107
+-- Ids outside this charset (or too long to fit) get a hashed name: "h=" and
+-- 16 hex digits. "=" never appears in a plain name, so the two kinds of
+-- names cannot collide, and neither can contain "/" or be "." or "..".
+local PLAIN_ID = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+local HASHED_NAME_LEN = #"h=" + 16 + #".sock"
+
+local function fnv1a64(s)
+  local h = 0xcbf29ce484222325
+  for i = 1, #s do
+    h = (h ~ s:byte(i)) * 0x100000001b3
+  end
+  return string.format("%016x", h)
+end
+
+-- The socket path of a session: <runtime_dir>/<id>.sock when the id is a
+-- plain name that fits in a unix address, else <runtime_dir>/h=<hash>.sock.
+local function socket_path(dir, id)
+  if id:find(PLAIN_ID) and #dir + 1 + #id + #".sock" <= SUN_PATH_MAX then
+    return dir .. "/" .. id .. ".sock"
+  end
+  return dir .. "/h=" .. fnv1a64(id) .. ".sock"
+end
+M._socket_path = socket_path
+
+local function int(n)
+  return math.tointeger(n) or math.floor(n)
+end
+
+------------------------------------------------------------------------------
+-- The runtime directory
+
+-- Creates dir and its missing parents, each 0700. An existing runtime_dir
+-- must be a directory of this user with no group or other permissions: it
+-- is refused, not repaired, because "repairing" a shared directory (say
+-- /tmp) would break everyone else who uses it.
+local function ensure_dir(dir)
+  local prefix = ""
+  for part in dir:gmatch("[^/]+") do
+    prefix = prefix .. "/" .. part
+    local st = uv.fs_stat(prefix)
+    if not st then
+      local ok, err, code = uv.fs_mkdir(prefix, 448) -- 0700
+      if not ok and code ~= "EEXIST" then
+        return nil, "isolation: runtime_dir: cannot create " .. show(prefix) .. " (" .. tostring(err) .. ")"
+      end
+      st = uv.fs_stat(prefix)
+      if st and st.type == "directory" and st.uid == uv.getuid() and int(st.mode) & 511 ~= 448 then
+        uv.fs_chmod(prefix, 448) -- a umask cannot widen it, but it may narrow it below 0700
+      end
+    end
+    if not st or st.type ~= "directory" then
+      return nil, "isolation: runtime_dir: " .. show(prefix) .. " is not a directory"
+    end
+  end
+  local st = uv.fs_stat(dir)
+  if st.uid ~= uv.getuid() then
+    return nil, "isolation: runtime_dir " .. show(dir) .. " belongs to uid " .. int(st.uid)
+      .. ", not to this user (uid " .. int(uv.getuid()) .. "): use a private directory"
+  end
+  local mode = int(st.mode) & 511
+  if mode & 63 ~= 0 then
+    return nil, string.format("isolation: runtime_dir %s has mode %04o; it must be private (0700): "
+      .. "chmod 700 it or use a private directory", show(dir), mode)
+  end
+  return true
+end
+
+local function check_runtime_dir(dir)
+  if type(dir) ~= "string" then
+    error("bad argument to 'manager' (runtime_dir: string expected, got " .. type(dir) .. ")", 3)
+  end
+  if dir:sub(1, 1) ~= "/" or dir:find("\0", 1, true) then
+    return nil, "isolation: runtime_dir must be an absolute path without NUL bytes (got " .. show(dir) .. ")"
+  end
+  dir = dir:gsub("/+$", "")
+  if dir == "" then return nil, "isolation: runtime_dir must not be / itself" end
+  for part in dir:gmatch("[^/]+") do
+    if part == "." or part == ".." then
+      return nil, "isolation: runtime_dir must not contain . or .. (got " .. show(dir) .. ")"
+    end
+  end
+  if #dir + 1 + HASHED_NAME_LEN > SUN_PATH_MAX then
+    return nil, string.format("isolation: runtime_dir %s is too long for a unix socket address "
+      .. "(%d bytes; at most %d, so that <runtime_dir>/<session>.sock fits in %d bytes)",
+      show(dir), #dir, SUN_PATH_MAX - 1 - HASHED_NAME_LEN, SUN_PATH_MAX)
+  end
+  return dir
+end
+
+------------------------------------------------------------------------------
+-- Recovery
+
+-- Is somebody listening on the unix socket at path? A real connect. When
+-- luv's loop is not running we can run it once to learn the exact result;
+-- inside a luv callback we cannot (uv_run is not reentrant), so the probe
+-- reads the connect's outcome from getpeername and asks three times before
+-- calling a socket dead (a listener with a full backlog refuses for a moment).
+local function listening(path)
+  local tries = uv.loop_mode() == nil and 1 or 3
+  for try = 1, tries do
+    local pipe = uv.new_pipe(false)
+    local result
+    pipe:connect(path, function(err) result = err or false end)
+    local connected = pipe:getpeername() ~= nil
+    if uv.loop_mode() == nil then
+      for _ = 1, 10 do
+        if result ~= nil then break end
+        uv.run("nowait")
+      end
+      if result == false then connected = true end
+      -- Anything but a refusal (EAGAIN: a full backlog; EACCES) means: leave it.
+      if result ~= nil and result ~= false and not tostring(result):find("ECONNREFUSED") then
+        connected = true
+      end
+    end
+    pipe:close()
+    if uv.loop_mode() == nil then uv.run("nowait") end
+    if connected then return true end
+    if try < tries then uv.sleep(20) end
+  end
+  return false
+end
+
+-- Removes the socket file at path if nobody listens on it. Only sockets are
+-- touched, and only the same file that was probed.
+local function remove_dead_socket(path)
+  local st = uv.fs_lstat(path)
+  if not st or st.type ~= "socket" then return false end
+  if listening(path) then return false end
+  local again = uv.fs_lstat(path)
+  if not again or again.type ~= "socket" or again.ino ~= st.ino or again.dev ~= st.dev then return false end
+  return uv.fs_unlink(path) == true
+end
+
+--- Removes the socket files in runtime_dir that nobody listens on (left by
+--- a manager that died) and leaves live ones and everything that is not a
+--- socket alone. Returns how many were removed and their paths.
+function M.recover(runtime_dir)
+  local dir, err = check_runtime_dir(runtime_dir)
+  if not dir then return nil, err end
+  local removed = {}
+  local scan = uv.fs_scandir(dir)
+  if not scan then return 0, removed end
+  while true do
+    local name, kind = uv.fs_scandir_next(scan)
+    if not name then break end
+    if kind == "socket" or kind == "unknown" then
+      local path = dir .. "/" .. name
+      if remove_dead_socket(path) then removed[#removed + 1] = path end
+    end
+  end
+  return #removed, removed
+end
+
+------------------------------------------------------------------------------
+-- The manager
+
+local Manager = {}
+Manager.__index = Manager
+
+local MANAGER_OPTIONS = {
+  runtime_dir = "string", launcher = "function", alive = "function", stop = "function",
+  loop = "table", poll_interval = "number", on_end = "function", log = "function",
+}
+
+--- Makes a session manager. Raises for wrong option types; returns nil, err
+--- when runtime_dir is unusable (too long for a unix socket address, not
+--- private, cannot be created).
+function M.manager(opts)
+  if type(opts) ~= "table" then
+    error("bad argument #1 to 'manager' (table expected, got " .. type(opts) .. ")", 2)
+  end
+  for k, v in pairs(opts) do
+    local want = MANAGER_OPTIONS[k]
+    if not want then error("bad argument #1 to 'manager' (unknown option " .. show(k) .. ")", 2) end
+    if type(v) ~= want then
+      error("bad argument #1 to 'manager' (" .. k .. ": " .. want .. " expected, got " .. type(v) .. ")", 2)
+    end
+  end
+  if not opts.launcher then error("bad argument #1 to 'manager' (launcher: function expected, got nil)", 2) end
+  local interval = opts.poll_interval or 1
+  if not (interval > 0 and interval < math.huge) then
+    error("bad argument #1 to 'manager' (poll_interval: a positive number of seconds expected)", 2)
+  end
+  local dir, err = check_runtime_dir(opts.runtime_dir)
+  if not dir then return nil, err end
+  local ok
+  ok, err = ensure_dir(dir)
+  if not ok then return nil, err end
+  M.recover(dir)
+  local self = setmetatable({
+    runtime_dir = dir,
+    _launcher = opts.launcher, _alive = opts.alive, _stop = opts.stop, _on_end = opts.on_end, _logf = opts.log,
+    _loop = opts.loop,
+    _sessions = {}, _order = {}, _starting = {}, _closed = false,
+  }, Manager)
+  if opts.loop then
+    local timer = opts.loop.new_timer()
+    local ms = math.max(1, math.floor(interval * 1000 + 0.5))
+    timer:start(ms, ms, function()
+      -- An error inside uv.run() would end the process: report it instead.
+      local pok, perr = pcall(self.poll, self)
+      if not pok then self:_log("isolation: session poll failed: " .. tostring(perr)) end
+    end)
+    -- Polling alone does not keep the orchestrator's loop running.
+    timer:unref()
+    self._timer = timer
+  end
+  return self
+end
+
+-- One line to the manager's log function, or to stderr; a log function
+-- that raises must not break what was being reported.
+function Manager:_log(line)
+  line = line:gsub("[\r\n]", " ")
+  if self._logf and pcall(self._logf, line) then return end
+  io.stderr:write(line, "\n")
+end
+
+-- Calls a C function of the module, turning a raised error into nil, err.
+local function call(f, ...)
+  local ok, a, b = pcall(f, ...)
+  if not ok then return nil, "isolation: " .. tostring(a):gsub("^isolation: ", "") end
+  return a, b
+end
+
+local function allowlist(agent, hook_url, cfg)
+  local hosts, err = call(isolation.default_allow_hosts, agent or "", hook_url)
+  if not hosts then return nil, err end
+  local out, seen = {}, {}
+  for _, list in ipairs({ hosts, cfg.allow_hosts or {} }) do
+    for _, h in ipairs(list) do
+      if not seen[h] then
+        seen[h] = true
+        out[#out + 1] = h
+      end
+    end
+  end
+  return out
+end
+
+local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_binds", "ca_cert",
+  "bridge", "bridge_path", "tty" }
+
+-- Resolves the isolation and the launch configuration of a launch request.
+local function resolve(req)
+  if req.continuation ~= nil and req.continuation ~= NULL then
+    local cfg, err = policy.for_continuation(req.continuation)
+    if not cfg then return nil, err end
+    local lc = req.continuation
+    if type(lc) == "table" then
+      local text
+      text, err = policy.encode_launch(lc)
+      if not text then return nil, err end
+      lc = text
+    end
+    lc, err = policy.decode_launch(lc) -- a copy of its own, unknown fields kept
+    if not lc then return nil, err end
+    -- An old launch without isolation ran without it: say so explicitly now.
+    if lc.isolation == nil or lc.isolation == NULL then lc.isolation = policy.effective(nil, nil) end
+    return cfg, lc
+  end
+  local project = req.project
+  if project == nil then project = {} end
+  if type(project) ~= "table" then
+    return nil, "isolation: project must be a table (got " .. show(project) .. ")"
+  end
+  local cfg, err = policy.session_isolation(project, { isolation = req.isolation })
+  if not cfg then return nil, err end
+  local iso = policy.effective(cfg) -- a copy: the session's own
+  return cfg, { profile_name = req.profile_name, yolo = req.yolo, isolation = iso }
+end
+
+local function remove_socket_after_close(path)
+  if path then remove_dead_socket(path) end
+end
+
+-- Ends a running session: proxy closed, socket removed, exactly once.
+function Manager:_teardown(s, reason)
+  if s.state ~= "running" then return false end
+  s.state = "ended"
+  s.end_reason = reason
+  s.ended_at = os.time()
+  local p = s.proxy
+  s.proxy = nil
+  if p then pcall(p.close, p) end
+  remove_socket_after_close(s.proxy_socket)
+  if self._on_end then
+    local ok, err = pcall(self._on_end, s, reason)
+    if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
+  end
+  return true
+end
+
+--- Launches a session (see API.md). Returns the session, or nil, err with
+--- nothing left running: no proxy, no socket file, no process.
+function Manager:launch(req)
+  if type(req) ~= "table" then
+    error("bad argument #1 to 'launch' (table expected, got " .. type(req) .. ")", 2)
+  end
+  if self._closed then return nil, "isolation: this session manager is closed" end
+  local id = req.id
+  if type(id) ~= "string" or id == "" then
+    return nil, "isolation: id must be a non-empty string (got " .. show(id) .. ")"
+  end
+  local old = self._sessions[id]
+  if (old and old.state == "running") or self._starting[id] then
+    return nil, "isolation: session " .. show(id) .. " is already running"
+  end
+
+  local cfg, lc = resolve(req)
+  if not cfg then return nil, lc end
+  local target = req.target
+  if target == nil then target = "local" end
+  local ok, err = call(isolation.validate_for_target, cfg, target)
+  if not ok then return nil, err end
+
+  local spec = { config = cfg }
+  for _, k in ipairs(SPEC_KEYS) do spec[k] = req[k] end
+  local uses_proxy = cfg.mode == "bwrap" and cfg.network == "deny"
+  local path, allow
+  if uses_proxy then
+    allow, err = allowlist(req.agent, req.hook_url, cfg)
+    if not allow then return nil, err end
+    path = socket_path(self.runtime_dir, id)
+    for _, other in pairs(self._sessions) do
+      if other.state == "running" and other.proxy_socket == path then
+        return nil, "isolation: session " .. show(id) .. " would share the socket of session "
+          .. show(other.id) .. " (" .. path .. ")"
+      end
+    end
+    spec.proxy_socket = path
+  end
+  -- wrap() is pure: build the command line before anything starts.
+  local cmdline
+  cmdline, err = call(isolation.wrap, spec)
+  if not cmdline then return nil, err end
+
+  local s = {
+    id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
+    isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
+  }
+  if uses_proxy then
+    local p
+    -- Thread mode even when the manager polls on luv's loop: an agent's
+    -- egress must not stall while the orchestrator's Lua thread is busy (a
+    -- launcher that blocks, a slow callback), and no Lua error on that
+    -- thread can take the session proxies down with it.
+    p, err = call(isolation.proxy, { allow = allow, unix = path })
+    if not p then return nil, err end
+    s.proxy, s.proxy_socket = p, path
+  end
+
+  self._starting[id] = true
+  local lok, handle, lerr = pcall(self._launcher, cmdline, s)
+  self._starting[id] = nil
+  if not lok or not handle then
+    local why = not lok and tostring(handle) or tostring(lerr or "the launcher returned no handle")
+    s.state = "ended"
+    s.end_reason = "launch failed"
+    local p = s.proxy
+    s.proxy = nil
+    if p then pcall(p.close, p) end
+    remove_socket_after_close(s.proxy_socket)
+    return nil, "isolation: launch of session " .. show(id) .. " failed: " .. why
+  end
+  s.handle = handle
+  if self._closed then -- the launcher closed the manager under us
+    self:_teardown(s, "closed")
+    return nil, "isolation: this session manager was closed during the launch"
+  end
+  if not old then self._order[#self._order + 1] = id end
+  self._sessions[id] = s
+  return s
+end
+
+local function unknown(id)
+  return nil, "isolation: no session " .. show(id)
+end
+
+-- Stops the process (when a stop function was given), then tears down.
+function Manager:_end(id, reason)
+  local s = self._sessions[id]
+  if not s then return unknown(id) end
+  if s.state ~= "running" then return true end
+  local err
+  if self._stop then
+    local ok, r, e = pcall(self._stop, s.handle, s)
+    if not ok then
+      err = tostring(r)
+    elseif r == nil and e ~= nil then
+      err = tostring(e)
+    end
+  end
+  self:_teardown(s, reason)
+  if err then return nil, "isolation: stopping session " .. show(id) .. " failed (its proxy is closed): " .. err end
+  return true
+end
+
+--- Stops the session's process and tears its proxy down. true, or nil, err.
+function Manager:kill(id)
+  return self:_end(id, "killed")
+end
+
+--- Ends the session like kill and marks it archived. true, or nil, err.
+function Manager:archive(id)
+  local s = self._sessions[id]
+  if not s then return unknown(id) end
+  local ok, err = self:_end(id, "archived")
+  s.archived = true
+  return ok, err
+end
+
+--- Ends every running session whose alive probe returns false or nil.
+--- Returns how many ended. A probe that raises leaves its session running
+--- (and says so on stderr): only a definite "not alive" ends a session.
+function Manager:poll()
+  if not self._alive then return 0 end
+  local n = 0
+  for _, id in ipairs(self._order) do
+    local s = self._sessions[id]
+    if s and s.state == "running" then
+      local ok, alive = pcall(self._alive, s.handle, s)
+      if not ok then
+        self:_log("isolation: alive probe for session " .. show(id) .. " failed: " .. tostring(alive))
+      elseif not alive then
+        if self:_teardown(s, "exited") then n = n + 1 end
+      end
+    end
+  end
+  return n
+end
+
+--- The session with this id (running or ended), or nil.
+function Manager:get(id)
+  return self._sessions[id]
+end
+
+--- Every session this manager knows, in launch order (a new array).
+function Manager:sessions()
+  local out = {}
+  for _, id in ipairs(self._order) do out[#out + 1] = self._sessions[id] end
+  return out
+end
+
+--- Ends every running session (stop, then teardown) and stops polling.
+--- Idempotent.
+function Manager:close()
+  if self._timer then
+    local t = self._timer
+    self._timer = nil
+    t:stop()
+    t:close()
+  end
+  self._closed = true
+  local err
+  for _, id in ipairs(self._order) do
+    local ok, e = self:_end(id, "closed")
+    if not ok then err = err or e end
+  end
+  if err then return nil, err end
+  return true
+end
+
+Manager.__close = Manager.close
+-- A manager collected while sessions run (the orchestrator exits without
+-- close()) closes their proxies; it does not stop their processes.
+Manager.__gc = function(self)
+  for _, s in pairs(self._sessions) do
+    if s.state == "running" and s.proxy then pcall(s.proxy.close, s.proxy) end
+  end
+end
+
 return M

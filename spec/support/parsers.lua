@@ -118,7 +118,7 @@ function M.exchange(port, pieces, opts)
     write_from(1, pieces)
   end)
   M.run_until(function() return res.eof or (opts.until_fn and opts.until_fn(res)) end,
-    opts.timeout or 5)
+    opts.timeout or 10)
   timer:close()
   if not c:is_closing() then c:close() end
   uv.run("nowait")
