@@ -5,9 +5,6 @@
 #   make bridge-asan          an ASan+UBSan build of it, used by `make spec-asan`
 #   make install PREFIX=/usr/local  installs it where isolation.BRIDGE finds it
 
-# mk/*.mk is included before the Makefile's `all:`: keep `all` the default.
-.DEFAULT_GOAL := all
-
 BRIDGE_SRC  = $(wildcard bridge/*.c)
 BRIDGE_HDR  = $(wildcard bridge/*.h)
 BRIDGE_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -Ibridge $(EXTRA_CFLAGS)
