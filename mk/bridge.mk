@@ -3,7 +3,9 @@
 #
 #   make                      builds $(BUILD)/isolation-bridge too
 #   make bridge-asan          an ASan+UBSan build of it, used by `make spec-asan`
-#   make install PREFIX=/usr/local  installs it where isolation.BRIDGE finds it
+#
+# isolation.BRIDGE finds it beside isolation.so (build/, build/asan/, or a
+# rock tree whose rockspec installs build/isolation-bridge as a lib file).
 
 BRIDGE_SRC  = $(wildcard bridge/*.c)
 BRIDGE_HDR  = $(wildcard bridge/*.h)
