@@ -9,6 +9,10 @@ local B = require("support.bridge")
 
 local MiB = 1024 * 1024
 
+-- luv callbacks of this file run under pcall (see support.bridge)
+lazy_setup(B.guard)
+lazy_teardown(B.unguard)
+
 local function new_dir()
   return helpers.tmpdir()
 end

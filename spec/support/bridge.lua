@@ -6,6 +6,55 @@ local helpers = require("helpers")
 
 local M = {}
 
+-- An error inside a luv callback makes luv end the whole process: busted
+-- would stop mid-file and leave bridges and listeners running. Callbacks
+-- given to the handles the specs use are run under pcall instead; the
+-- first error is raised again by run_until, on the spec's own stack.
+local callback_error
+local function safe(fn)
+  return function(...)
+    local ok, err = pcall(fn, ...)
+    if not ok and not callback_error then callback_error = debug.traceback(tostring(err)) end
+  end
+end
+local GUARDED = { "read_start", "start", "connect", "write", "shutdown", "listen", "close" }
+local guarded_methods
+
+--- Runs the callbacks of tcp, pipe and timer handles under pcall until
+--- unguard(): for the bridge specs only (other spec files keep luv's own
+--- behaviour).
+function M.guard()
+  if guarded_methods then return end
+  guarded_methods = {}
+  for _, h in ipairs({ uv.new_tcp(), uv.new_pipe(false), uv.new_timer() }) do
+    local methods = getmetatable(h).__index
+    local saved = {}
+    for _, name in ipairs(guarded_methods[methods] and {} or GUARDED) do
+      local orig = methods[name]
+      if orig then
+        saved[name] = orig
+        methods[name] = function(self, ...)
+          local args = table.pack(...)
+          for i = 1, args.n do
+            if type(args[i]) == "function" then args[i] = safe(args[i]) end
+          end
+          return orig(self, table.unpack(args, 1, args.n))
+        end
+      end
+    end
+    guarded_methods[methods] = guarded_methods[methods] or saved
+    h:close()
+  end
+  uv.run("nowait")
+end
+
+function M.unguard()
+  for methods, saved in pairs(guarded_methods or {}) do
+    for name, orig in pairs(saved) do methods[name] = orig end
+  end
+  guarded_methods = nil
+end
+
 -- Exactly the seed's (and API.md's) bridge line. socat's listen backlog is
 -- its default, 5: a burst of more clients at once gets connections reset.
 M.SOCAT_FMT = "socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:%s"
@@ -138,11 +187,16 @@ function M.run_until(done, seconds)
   local timer = uv.new_timer()
   local expired = false
   timer:start(math.floor((seconds or 10) * 1000), 0, function() expired = true end)
-  while not done() and not expired do
+  while not callback_error and not done() and not expired do
     uv.run("once")
   end
   timer:close()
   uv.run("nowait")
+  if callback_error then
+    local err = callback_error
+    callback_error = nil
+    error("in a luv callback: " .. err, 2)
+  end
   return done()
 end
 
