@@ -96,16 +96,17 @@ format:
 # Installs the rock into a temporary tree, from a copy of the sources (the
 # builtin build compiles next to them), and loads it from that tree alone.
 # The rockspec must list exactly the C files the Makefile builds.
-rockcheck: deps
+rockcheck: deps all
 	@want=$$(ls src/*.c | sort); have=$$(grep -o 'src/[a-z_]*\.c' isolation-scm-1.rockspec | sort); \
 	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from src/*.c:"; \
 	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	cp -r src lua bin isolation-scm-1.rockspec "$$tmp/" && \
+	cp -r src lua bin isolation-scm-1.rockspec "$$tmp/" && mkdir "$$tmp/build" && \
+	cp $(BUILD)/isolation-bridge "$$tmp/build/" && \
 	(cd "$$tmp" && luarocks --lua-version 5.4 make --tree "$$tmp/tree" isolation-scm-1.rockspec >"$$tmp/log" 2>&1) \
 	  || { cat "$$tmp/log"; exit 1; }; \
 	TREE="$$tmp/tree" LUA_PATH="$$tmp/tree/share/lua/5.4/?.lua;;" LUA_CPATH="$$tmp/tree/lib/lua/5.4/?.so;;" \
-	  $(LUA) -e 'local i = require("isolation"); assert(package.searchpath("isolation", package.cpath):find(os.getenv("TREE"), 1, true)); for _, m in ipairs({"policy", "scheduler", "session"}) do require("isolation." .. m) end; print("rockcheck: isolation " .. i.version .. " loads from the installed tree")'
+	  $(LUA) -e 'local i = require("isolation"); assert(package.searchpath("isolation", package.cpath):find(os.getenv("TREE"), 1, true)); for _, m in ipairs({"policy", "scheduler", "session"}) do require("isolation." .. m) end; assert(i.BRIDGE and i.BRIDGE:find(os.getenv("TREE"), 1, true), "BRIDGE is not in the tree"); print("rockcheck: isolation " .. i.version .. " loads from the installed tree, BRIDGE " .. i.BRIDGE)'
 
 test: deps all spec spec-asan lint rockcheck $(TEST_STEPS)
 	@echo "make test: all steps passed"

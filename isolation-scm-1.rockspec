@@ -36,7 +36,11 @@ build = {
     ["isolation.scheduler"] = "lua/isolation/scheduler.lua",
     ["isolation.session"] = "lua/isolation/session.lua",
   },
+  -- The built-in bridge is a program, which the builtin build cannot make:
+  -- run `make` first; the rock installs the binary beside isolation.so,
+  -- where isolation.BRIDGE finds it.
   install = {
+    lib = { ["isolation-bridge"] = "build/isolation-bridge" },
     bin = { isolate = "bin/isolate" },
   },
 }

@@ -58,13 +58,16 @@ function helpers.read(path)
   return s
 end
 
---- Number of open file descriptors of this process.
+--- Number of open file descriptors of this process. The listing is written
+--- to a file by a child (not read through a pipe, whose ends the child might
+--- see in this process while popen is still setting up).
 function helpers.fd_count()
+  local list = os.tmpname()
+  os.execute("ls /proc/" .. helpers.pid() .. "/fd >" .. list)
   local n = 0
-  local p = io.popen("ls /proc/" .. helpers.pid() .. "/fd")
-  for _ in p:lines() do n = n + 1 end
-  p:close()
-  return n - 1 -- the ls's own pipe
+  for _ in io.lines(list) do n = n + 1 end
+  os.remove(list)
+  return n
 end
 
 local pid
