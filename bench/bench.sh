@@ -9,6 +9,7 @@
 #   BENCH_RUN=DIR  scratch directory (/tmp/isolation-bench)
 #   BENCH_OUT=FILE results file
 #   PEERS="tinyproxy squid asrt asrt-uds"   the peer rows
+#   REPEAT=N       the harness's --repeat N (interleaved rounds, medians)
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -31,7 +32,7 @@ mkdir -p "$(dirname "$OUT")"
 START="exec lua5.4 $REPO/bench/isolation-proxy.lua"
 log "proxy benchmark -> $OUT"
 # shellcheck disable=SC2086
-BENCH_RUN=$BENCH_RUN/run "$HARNESS/run.sh" ${QUICK:+--quick} --out "$OUT" \
+BENCH_RUN=$BENCH_RUN/run "$HARNESS/run.sh" ${QUICK:+--quick} ${REPEAT:+--repeat "$REPEAT"} --out "$OUT" \
     "custom:isolation:$START --listen 127.0.0.1:$PROXY_PORT:127.0.0.1:$PROXY_PORT" \
     "custom:isolation-uds:$START --unix $UDS:unix:$UDS" \
     $PEERS

@@ -6,7 +6,8 @@
 SHARED    ?= ../shared
 BENCH_RUN ?= /tmp/isolation-bench
 QUICK     ?=
+REPEAT    ?=
 
 .PHONY: bench
 bench: all
-	QUICK='$(QUICK)' SHARED='$(abspath $(SHARED))' BENCH_RUN='$(BENCH_RUN)' bench/bench.sh
+	QUICK='$(QUICK)' REPEAT='$(REPEAT)' SHARED='$(abspath $(SHARED))' BENCH_RUN='$(BENCH_RUN)' bench/bench.sh
