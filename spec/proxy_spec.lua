@@ -138,6 +138,16 @@ describe("isolation.proxy (thread mode)", function()
     assert.is_true(up:wait(function(s) return s.http_accepts == accepts + 1 end, 2))
   end)
 
+  it("sends an HTTP/1.0 client's request upstream as HTTP/1.0, so the answer is one it can read", function()
+    local c = W.connect(p:address())
+    c:send("GET " .. http_url("/headers") .. " HTTP/1.0\r\n\r\n")
+    assert.is_true(c:wait_eof(10))
+    assert.are.equal(200, c:status())
+    assert.matches("\r\n\r\nGET /headers HTTP/1%.0\r\n", c.data)
+    assert.is_nil(c.data:lower():match("^[^\r]*\r\n.-transfer%-encoding: chunked.-\r\n\r\n"))
+    c:close()
+  end)
+
   it("answers pipelined forward requests in order, a body and the next head in one write", function()
     local host = "up.example.com:" .. up.http_port
     local c = W.connect(p:address())

@@ -37,7 +37,11 @@ size_t http_write_upstream_head(const struct http_request *req,
     put(&o, req->method.p, req->method.n);
     puts_(&o, " ");
     put(&o, req->path.p, req->path.n);
-    puts_(&o, " HTTP/1.1\r\nHost: ");
+    /* The client's own version: an HTTP/1.0 client cannot read a chunked
+     * response, and a server answers a 1.0 request without one. (A 1.0
+     * request never has a chunked body: the parser refuses that.) */
+    puts_(&o, req->version_minor == 0 ? " HTTP/1.0\r\nHost: "
+                                      : " HTTP/1.1\r\nHost: ");
     bool v6 = req->host_kind == HOST_IPV6;
     if (v6)
         puts_(&o, "[");

@@ -35,8 +35,13 @@ void test_upstream(void)
                 "GET /a?b HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n"
                 "Connection: keep-alive\r\n\r\n");
     EXPECT_HEAD("GET http://example.com:8080 HTTP/1.0\r\n\r\n", false,
-                "GET / HTTP/1.1\r\nHost: example.com:8080\r\n"
+                "GET / HTTP/1.0\r\nHost: example.com:8080\r\n"
                 "Connection: close\r\n\r\n");
+    EXPECT_HEAD("GET http://example.com/k HTTP/1.0\r\n"
+                "Connection: keep-alive\r\n\r\n",
+                true,
+                "GET /k HTTP/1.0\r\nHost: example.com\r\n"
+                "Connection: keep-alive\r\n\r\n");
     EXPECT_HEAD("POST http://[::1]:81/p HTTP/1.1\r\nHost: [::1]:81\r\n"
                 "Content-Length: 5\r\nX-A:  v \r\n\r\n",
                 true,
