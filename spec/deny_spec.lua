@@ -187,8 +187,8 @@ for index, bridge in ipairs({ "socat", "builtin" }) do
       if skip then return end
       local url = "http://127.0.0.1:" .. up.http_port .. "/small"
       local script = "for i in 1 2 3 4 5; do " .. CURL .. "-w '%{http_code} ' " .. url .. "; done; echo\n"
-        .. "for i in $(seq 8); do " .. CURL .. "-w '%{http_code}\\n' " .. url .. " >/tmp/c$i & done; wait\n"
-        .. "cat /tmp/c*"
+        .. "for i in $(seq 8); do " .. CURL .. "-w '%{http_code}\\n' " .. url .. " >/tmp/conn.$i & done; wait\n"
+        .. "cat /tmp/conn.*"
       local code, out, err = launch(base, script)
       assert.are.equal(0, code, err)
       assert.are.equal("200 200 200 200 200 \n" .. string.rep("200\n", 8), out)
