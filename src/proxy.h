@@ -101,6 +101,7 @@ struct proxy {
     /* Listening socket, made on the Lua thread, handed to the loop. */
     int listen_fd;
     bool is_unix;
+    bool nodelay_inherited; /* accepted TCP sockets get TCP_NODELAY */
     char address[160];
     char unix_path[108];
     dev_t unix_dev;

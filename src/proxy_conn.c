@@ -1038,7 +1038,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
-    if (!p->is_unix)
+    if (!p->is_unix && !p->nodelay_inherited)
         uv_tcp_nodelay(&c->client.tcp, 1);
     c->state = CONN_HEAD;
     if (p->nclients >= p->opts.max_connections) {
