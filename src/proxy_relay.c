@@ -67,6 +67,18 @@ void relay_pool_free(struct proxy_loop *loop)
 
 static void relay_shutdown(struct conn *c, int d);
 
+/* Both sources have ended and every byte is written: each socket has been
+ * read to its end, so close() sends the same FIN a shutdown would (no
+ * reset), without the two shutdown calls and their callbacks. */
+static bool tunnel_done(struct conn *c)
+{
+    if (!c->dir[DIR_UP].eof || !c->dir[DIR_DOWN].eof ||
+        c->dir[DIR_UP].pending || c->dir[DIR_DOWN].pending)
+        return false;
+    conn_close(c);
+    return true;
+}
+
 static void on_written(uv_write_t *req, int status)
 {
     struct relay_buf *rb = (struct relay_buf *)req;
@@ -80,8 +92,11 @@ static void on_written(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->dir[d].pending == 0 && c->dir[d].eof && c->state == CONN_TUNNEL)
+    if (c->dir[d].pending == 0 && c->dir[d].eof && c->state == CONN_TUNNEL) {
+        if (tunnel_done(c))
+            return;
         relay_shutdown(c, d);
+    }
     conn_update_reads(c);
 }
 
@@ -490,6 +505,8 @@ void relay_eof(struct conn *c, int side)
             relay_buf_put(c->px->loop, c->sni);
             c->sni = NULL;
         }
+        if (tunnel_done(c))
+            return;
         if (c->dir[d].pending == 0)
             relay_shutdown(c, d);
         conn_update_reads(c);
