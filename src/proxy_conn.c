@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "proxy.h"
@@ -409,7 +410,21 @@ static void conn_end_client(struct conn *c)
     uv_os_fd_t fd;
     if (c->dir[DIR_DOWN].pending == 0 && c->client.s.write_queue_size == 0 &&
         uv_fileno(&c->client.h, &fd) == 0) {
-        /* Nothing queued: FIN now, without another loop pass. */
+        /* Nothing queued: the reply is already in the client's receive
+         * queue (the listener is loopback or a unix socket). A refused
+         * CONNECT whose client has sent nothing unread has nothing to
+         * drain: close() sends a plain FIN, no reset, and skips the linger
+         * (a shutdown, a loop pass, a read and a timer per refusal). A
+         * late byte gets a reset, which on Linux leaves the queued reply
+         * readable. A forward request keeps the linger: its body may
+         * still be on the way, and a client whose body write fails may
+         * never read the reply. */
+        int unread = -1;
+        if (c->is_connect && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0) {
+            conn_close(c);
+            return;
+        }
+        /* FIN now, without another loop pass. */
         shutdown(fd, SHUT_WR);
     } else {
         c->shut_req[SIDE_CLIENT].data = c;
