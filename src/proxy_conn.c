@@ -218,7 +218,12 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
         *buf = uv_buf_init(c->head + c->head_len, c->head_cap - c->head_len);
         return;
     }
-    struct relay_buf *rb = relay_buf_get(c->px->loop);
+    /* Tunnel bytes past the SNI check are only relayed: a big buffer once
+     * this side has shown it sends in bulk. */
+    struct relay_buf *rb =
+        c->state == CONN_TUNNEL && !c->sni_wait && c->bulk[SIDE_CLIENT]
+            ? relay_buf_big(c->px->loop)
+            : relay_buf_get(c->px->loop);
     *buf = rb ? uv_buf_init(rb->data, rb->cap) : uv_buf_init(NULL, 0);
 }
 
@@ -226,7 +231,9 @@ static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     struct conn *c = h->data;
-    struct relay_buf *rb = relay_buf_get(c->px->loop);
+    struct relay_buf *rb = c->state == CONN_TUNNEL && c->bulk[SIDE_UP]
+                               ? relay_buf_big(c->px->loop)
+                               : relay_buf_get(c->px->loop);
     *buf = rb ? uv_buf_init(rb->data, rb->cap) : uv_buf_init(NULL, 0);
 }
 
@@ -300,6 +307,8 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         relay_buf_put(c->px->loop, rb);
         return;
     }
+    if ((size_t)n == rb->cap)
+        c->bulk[SIDE_CLIENT] = true;
     relay_client_data(c, rb, (size_t)n);
 }
 
@@ -332,6 +341,8 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         conn_close_up(c);
         return;
     }
+    if ((size_t)n == rb->cap)
+        c->bulk[SIDE_UP] = true;
     relay_up_data(c, rb, (size_t)n);
 }
 

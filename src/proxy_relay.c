@@ -34,6 +34,22 @@ struct relay_buf *relay_buf_get(struct proxy_loop *loop)
     return b;
 }
 
+struct relay_buf *relay_buf_big(struct proxy_loop *loop)
+{
+    struct relay_buf *b = loop->bigpool;
+    if (b) {
+        loop->bigpool = b->next_free;
+        loop->nbig--;
+    } else {
+        b = malloc(sizeof *b + RELAY_BIG_SIZE);
+        if (!b)
+            return NULL;
+        b->cap = RELAY_BIG_SIZE;
+    }
+    b->len = 0;
+    return b;
+}
+
 struct relay_buf *relay_buf_sized(size_t cap)
 {
     struct relay_buf *b = malloc(sizeof *b + cap);
@@ -52,6 +68,12 @@ void relay_buf_put(struct proxy_loop *loop, struct relay_buf *b)
         loop->npool++;
         return;
     }
+    if (b->cap == RELAY_BIG_SIZE && loop->nbig < RELAY_BIG_POOL_MAX) {
+        b->next_free = loop->bigpool;
+        loop->bigpool = b;
+        loop->nbig++;
+        return;
+    }
     free(b);
 }
 
@@ -63,6 +85,12 @@ void relay_pool_free(struct proxy_loop *loop)
         free(b);
     }
     loop->npool = 0;
+    while (loop->bigpool) {
+        struct relay_buf *b = loop->bigpool;
+        loop->bigpool = b->next_free;
+        free(b);
+    }
+    loop->nbig = 0;
 }
 
 static void relay_shutdown(struct conn *c, int d);
