@@ -102,6 +102,24 @@ describe("isolation.proxy (thread mode)", function()
     assert.are.equal(1, p:stats().denied)
   end)
 
+  it("closes after a denied CONNECT at once, and bytes sent late do not destroy the 403", function()
+    local c = W.connect(p:address())
+    c:pause()
+    c:send("CONNECT denied.example.com:" .. up.raw_port .. " HTTP/1.1\r\nHost: denied.example.com:"
+      .. up.raw_port .. "\r\n\r\n")
+    W.settle(0.2)
+    assert.are.equal(0, p:stats().active) -- answered and closed: nothing to drain
+    c:send("late bytes, after the proxy closed")
+    W.settle(0.2)
+    c:resume()
+    assert.is_true(c:wait_eof(5))
+    c:close()
+    assert.are.equal(403, c:status())
+    local len = tonumber(c.data:match("Content%-Length: (%d+)"))
+    assert.are.equal(len, #c.data:match("\r\n\r\n(.*)$"))
+    p:events()
+  end)
+
   it("forwards GET, POST with Content-Length and chunked POST on one kept-alive connection", function()
     local accepts = up:stats().http_accepts
     local c = W.connect(p:address())

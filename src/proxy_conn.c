@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "proxy.h"
@@ -217,7 +218,12 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
         *buf = uv_buf_init(c->head + c->head_len, c->head_cap - c->head_len);
         return;
     }
-    struct relay_buf *rb = relay_buf_get(c->px->loop);
+    /* Tunnel bytes past the SNI check are only relayed: a big buffer once
+     * this side has shown it sends in bulk. */
+    struct relay_buf *rb =
+        c->state == CONN_TUNNEL && !c->sni_wait && c->bulk[SIDE_CLIENT]
+            ? relay_buf_big(c->px->loop)
+            : relay_buf_get(c->px->loop);
     *buf = rb ? uv_buf_init(rb->data, rb->cap) : uv_buf_init(NULL, 0);
 }
 
@@ -225,7 +231,9 @@ static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     struct conn *c = h->data;
-    struct relay_buf *rb = relay_buf_get(c->px->loop);
+    struct relay_buf *rb = c->state == CONN_TUNNEL && c->bulk[SIDE_UP]
+                               ? relay_buf_big(c->px->loop)
+                               : relay_buf_get(c->px->loop);
     *buf = rb ? uv_buf_init(rb->data, rb->cap) : uv_buf_init(NULL, 0);
 }
 
@@ -299,6 +307,8 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         relay_buf_put(c->px->loop, rb);
         return;
     }
+    if ((size_t)n == rb->cap)
+        c->bulk[SIDE_CLIENT] = true;
     relay_client_data(c, rb, (size_t)n);
 }
 
@@ -331,6 +341,8 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         conn_close_up(c);
         return;
     }
+    if ((size_t)n == rb->cap)
+        c->bulk[SIDE_UP] = true;
     relay_up_data(c, rb, (size_t)n);
 }
 
@@ -409,7 +421,21 @@ static void conn_end_client(struct conn *c)
     uv_os_fd_t fd;
     if (c->dir[DIR_DOWN].pending == 0 && c->client.s.write_queue_size == 0 &&
         uv_fileno(&c->client.h, &fd) == 0) {
-        /* Nothing queued: FIN now, without another loop pass. */
+        /* Nothing queued: the reply is already in the client's receive
+         * queue (the listener is loopback or a unix socket). A refused
+         * CONNECT whose client has sent nothing unread has nothing to
+         * drain: close() sends a plain FIN, no reset, and skips the linger
+         * (a shutdown, a loop pass, a read and a timer per refusal). A
+         * late byte gets a reset, which on Linux leaves the queued reply
+         * readable. A forward request keeps the linger: its body may
+         * still be on the way, and a client whose body write fails may
+         * never read the reply. */
+        int unread = -1;
+        if (c->is_connect && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0) {
+            conn_close(c);
+            return;
+        }
+        /* FIN now, without another loop pass. */
         shutdown(fd, SHUT_WR);
     } else {
         c->shut_req[SIDE_CLIENT].data = c;
@@ -1038,7 +1064,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
-    if (!p->is_unix)
+    if (!p->is_unix && !p->nodelay_inherited)
         uv_tcp_nodelay(&c->client.tcp, 1);
     c->state = CONN_HEAD;
     if (p->nclients >= p->opts.max_connections) {

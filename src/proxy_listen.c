@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -201,6 +202,10 @@ int proxy_listen_tcp(struct proxy *p, const char *spec, char *err,
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (ss.ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    /* Linux copies TCP_NODELAY from the listener to every accepted socket:
+     * set once here, it saves a setsockopt per connection. */
+    p->nodelay_inherited =
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
     if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 ||
         listen(fd, BACKLOG) != 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {

@@ -34,6 +34,22 @@ struct relay_buf *relay_buf_get(struct proxy_loop *loop)
     return b;
 }
 
+struct relay_buf *relay_buf_big(struct proxy_loop *loop)
+{
+    struct relay_buf *b = loop->bigpool;
+    if (b) {
+        loop->bigpool = b->next_free;
+        loop->nbig--;
+    } else {
+        b = malloc(sizeof *b + RELAY_BIG_SIZE);
+        if (!b)
+            return NULL;
+        b->cap = RELAY_BIG_SIZE;
+    }
+    b->len = 0;
+    return b;
+}
+
 struct relay_buf *relay_buf_sized(size_t cap)
 {
     struct relay_buf *b = malloc(sizeof *b + cap);
@@ -52,6 +68,12 @@ void relay_buf_put(struct proxy_loop *loop, struct relay_buf *b)
         loop->npool++;
         return;
     }
+    if (b->cap == RELAY_BIG_SIZE && loop->nbig < RELAY_BIG_POOL_MAX) {
+        b->next_free = loop->bigpool;
+        loop->bigpool = b;
+        loop->nbig++;
+        return;
+    }
     free(b);
 }
 
@@ -63,9 +85,27 @@ void relay_pool_free(struct proxy_loop *loop)
         free(b);
     }
     loop->npool = 0;
+    while (loop->bigpool) {
+        struct relay_buf *b = loop->bigpool;
+        loop->bigpool = b->next_free;
+        free(b);
+    }
+    loop->nbig = 0;
 }
 
 static void relay_shutdown(struct conn *c, int d);
+
+/* Both sources have ended and every byte is written: each socket has been
+ * read to its end, so close() sends the same FIN a shutdown would (no
+ * reset), without the two shutdown calls and their callbacks. */
+static bool tunnel_done(struct conn *c)
+{
+    if (!c->dir[DIR_UP].eof || !c->dir[DIR_DOWN].eof ||
+        c->dir[DIR_UP].pending || c->dir[DIR_DOWN].pending)
+        return false;
+    conn_close(c);
+    return true;
+}
 
 static void on_written(uv_write_t *req, int status)
 {
@@ -80,8 +120,11 @@ static void on_written(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->dir[d].pending == 0 && c->dir[d].eof && c->state == CONN_TUNNEL)
+    if (c->dir[d].pending == 0 && c->dir[d].eof && c->state == CONN_TUNNEL) {
+        if (tunnel_done(c))
+            return;
         relay_shutdown(c, d);
+    }
     conn_update_reads(c);
 }
 
@@ -490,6 +533,8 @@ void relay_eof(struct conn *c, int side)
             relay_buf_put(c->px->loop, c->sni);
             c->sni = NULL;
         }
+        if (tunnel_done(c))
+            return;
         if (c->dir[d].pending == 0)
             relay_shutdown(c, d);
         conn_update_reads(c);
