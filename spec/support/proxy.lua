@@ -97,36 +97,7 @@ end
 
 --- Waits until pred(self) or the timeout; returns whether pred held.
 function Conn:wait(pred, timeout)
-  --- Open file descriptors of this process (read in-process: /proc/self is
---- this process here, not a child's).
-function M.fd_count()
-  local n = 0
-  local req = assert(uv.fs_scandir("/proc/self/fd"))
-  while uv.fs_scandir_next(req) do n = n + 1 end
-  return n
-end
-
---- Leaves a socket file at path that nobody listens on.
-function M.stale_socket(path)
-  -- libuv unlinks a bound pipe's path on close: bind in a child that exits
-  -- without closing it.
-  local script = string.format("local h = require('luv').new_pipe(false); assert(h:bind(%q)); os.exit(0, false)",
-    path)
-  local ok = os.execute("env -u LD_PRELOAD lua5.4 -e '" .. script:gsub("'", "'\\''") .. "'")
-  assert(ok, "could not leave a stale socket at " .. path)
-end
-
---- A loopback TCP port where nothing listens (bound, then released).
-function M.closed_port()
-  local h = uv.new_tcp()
-  assert(h:bind("127.0.0.1", 0))
-  local port = h:getsockname().port
-  h:close()
-  uv.run("nowait")
-  return port
-end
-
-return M.run_until(function() return pred(self) end, timeout or 5)
+  return M.run_until(function() return pred(self) end, timeout or 5)
 end
 
 --- Waits until `s` appears in the data read (or EOF / timeout).
