@@ -6,29 +6,9 @@ local uv = require("luv")
 
 local M = {}
 
---- Runs luv's loop until pred() is true or `timeout` seconds pass.
-function M.run_until(pred, timeout)
-  local expired = false
-  local t = uv.new_timer()
-  t:start(math.floor((timeout or 5) * 1000), 0, function() expired = true end)
-  while not pred() and not expired do
-    uv.run("once")
-  end
-  t:stop()
-  t:close()
-  uv.run("nowait") -- let the close finish: luv must not meet a closing handle at exit
-  return pred()
-end
-
---- Lets the loop run for `seconds` (to give a wrong connection a chance).
-function M.settle(seconds)
-  local done = false
-  local t = uv.new_timer()
-  t:start(math.floor(seconds * 1000), 0, function() done = true end)
-  while not done do uv.run("once") end
-  t:close()
-  uv.run("nowait")
-end
+-- The loop drivers are the proxy specs' own.
+local client = require("support.proxy")
+M.run_until, M.settle = client.run_until, client.settle
 
 --- A TCP upstream on 127.0.0.1 that records connections and bytes. With
 --- `http = true` it answers each request head with a small 200.
