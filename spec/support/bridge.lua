@@ -69,14 +69,7 @@ function M.bin()
 end
 
 --- A loopback port that was free a moment ago.
-function M.free_port()
-  local t = uv.new_tcp()
-  assert(t:bind("127.0.0.1", 0))
-  local port = t:getsockname().port
-  t:close()
-  uv.run("nowait")
-  return port
-end
+M.free_port = require("support.proxy").closed_port
 
 --- Pid of the process listening on 127.0.0.1:port, or nil.
 function M.listener_pid(port)
