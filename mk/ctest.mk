@@ -7,10 +7,6 @@ CTEST_LIBS = -llua5.4 -luv -lpthread -lm -ldl
 
 .PHONY: ctest ctest-asan
 
-# mk/*.mk is included before the Makefile's `all:`, so the first rule here
-# would otherwise become what a bare `make` builds.
-.DEFAULT_GOAL := all
-
 $(BUILD)/ctest/module.a: $(MODULE_OBJ) | $(BUILD)/ctest
 	rm -f $@ && ar rcs $@ $^
 
