@@ -89,8 +89,10 @@ describe("isolate", function()
       helpers.write(tmp .. "/t.sh", "trap 'echo int >> ints' INT\necho ready > ready\n"
         .. "while [ ! -e done ]; do sleep 0.05 & wait $!; done\necho finished >> ints\nexit 0\n")
       -- script(1) gives isolate a terminal; the ^C written to it becomes SIGINT
-      -- for the terminal's foreground process group
-      local p = cli.spawn({ "script", "-qec", helpers.shquote(cli.ISOLATE) .. " --workdir " .. helpers.shquote(tmp)
+      -- for the terminal's foreground process group. `exec`: script runs the
+      -- line with $SHELL or sh, and a dash left waiting in that group would
+      -- die of the ^C itself (CI has no SHELL, so it is dash)
+      local p = cli.spawn({ "script", "-qec", "exec " .. helpers.shquote(cli.ISOLATE) .. " --workdir " .. helpers.shquote(tmp)
         .. " -- bash t.sh", "/dev/null" }, { env = { "TMPDIR=" .. tmp }, stdin = true, cwd = tmp })
       assert.truthy(cli.wait_for(function() return helpers.read(tmp .. "/ready") end, 30), p.out .. p.err)
       p.stdin:write("\3")
@@ -305,7 +307,7 @@ describe("isolate", function()
       if helpers.skip_without_bwrap() then return end
       -- the module bin/isolate loads (the checkout's normal build) names the bridge program
       local _, text = cli.isolate({ "--dry-run", "--bridge", "builtin", "--workdir", tmp, "--", "true" })
-      local bridge = text:match("\n%s*ro%s+(/%S+) %-> %S+%s+%(built%-in bridge")
+      local bridge = text:match("\n%s*read%-only%s+(/%S+) %-> %S+%s+%(built%-in bridge")
       if not (bridge and uv.fs_access(bridge, "X")) then
         io.stderr:write("SKIP (--bridge builtin): no built-in bridge program is built\n")
         return
