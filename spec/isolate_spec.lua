@@ -92,8 +92,9 @@ describe("isolate", function()
       -- for the terminal's foreground process group. `exec`: script runs the
       -- line with $SHELL or sh, and a dash left waiting in that group would
       -- die of the ^C itself (CI has no SHELL, so it is dash)
-      local p = cli.spawn({ "script", "-qec", "exec " .. helpers.shquote(cli.ISOLATE) .. " --workdir " .. helpers.shquote(tmp)
-        .. " -- bash t.sh", "/dev/null" }, { env = { "TMPDIR=" .. tmp }, stdin = true, cwd = tmp })
+      local line = "exec " .. helpers.shquote(cli.ISOLATE) .. " --workdir " .. helpers.shquote(tmp) .. " -- bash t.sh"
+      local p = cli.spawn({ "script", "-qec", line, "/dev/null" },
+        { env = { "TMPDIR=" .. tmp }, stdin = true, cwd = tmp })
       assert.truthy(cli.wait_for(function() return helpers.read(tmp .. "/ready") end, 30), p.out .. p.err)
       p.stdin:write("\3")
       assert.truthy(cli.wait_for(function() return helpers.read(tmp .. "/ints") end, 30), p.out .. p.err)
