@@ -48,6 +48,21 @@ describe("isolation.proxy limits", function()
     p:close()
   end)
 
+  it("answers 408 to a TCP client that connects and never sends a byte", function()
+    -- the listener defers accepting until a client's first bytes arrive;
+    -- a silent one must still be taken in and timed out, not kept waiting
+    local p = proxy({ header_timeout = 1 })
+    local c = W.connect(p:address())
+    local t0 = uv.now()
+    assert.is_true(c:wait_eof(12))
+    local took = uv.now() - t0
+    assert.are.equal(408, c:status())
+    assert.is_true(took >= 900 and took < 10000, "took " .. took .. " ms")
+    assert.are.equal(1, p:stats().connections)
+    c:close()
+    p:close()
+  end)
+
   it("answers 502 when the upstream refuses", function()
     local p = proxy({ allow = { "127.0.0.1" } })
     local port = W.closed_port()
