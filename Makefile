@@ -88,10 +88,10 @@ spec-asan: deps all $(BUILD)/asan/isolation.so
 
 lint: deps
 	luacheck -q lua spec $(wildcard examples bench) bin/isolate
-	clang-format --dry-run -Werror src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c)
+	clang-format --dry-run -Werror src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c bench/*.c)
 
 format:
-	clang-format -i src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c)
+	clang-format -i src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c bench/*.c)
 
 # Installs the rock into a temporary tree, from a copy of the sources (the
 # builtin build compiles next to them), and loads it from that tree alone.

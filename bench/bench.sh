@@ -10,6 +10,8 @@
 #   BENCH_OUT=FILE results file
 #   PEERS="tinyproxy squid asrt asrt-uds"   the peer rows
 #   REPEAT=N       the harness's --repeat N (interleaved rounds, medians)
+#   LUV_ROW=       leave out the isolation-luv row (the proxy in luv mode)
+#   FLOOR_ROW=     leave out the floor row (bench/floor-relay.c, no checks)
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -20,13 +22,24 @@ export QUICK
 OUT=${BENCH_OUT:-$REPO/bench/results/bench-$(date +%F).md}
 PEERS=${PEERS:-tinyproxy squid asrt asrt-uds}
 PROXY_PORT=${ISOLATION_BENCH_PORT:-18140}
+# The luv-mode row (isolate's mode: the proxy driven from luv's loop on the
+# Lua thread); LUV_ROW= leaves it out.
+LUV_ROW=${LUV_ROW-1}
+LUV_PORT=$((PROXY_PORT + 1))
+# The floor row: bench/floor-relay.c, a CONNECT relay with no checks at
+# all, for what any relay pays on this machine; FLOOR_ROW= leaves it out.
+FLOOR_ROW=${FLOOR_ROW-1}
+FLOOR_PORT=$((PROXY_PORT + 2))
 UDS=$BENCH_RUN/isolation.sock
 
 harness_ready || exit 2
-if [ ! -x "$REPO/build/isolation-bridge" ] || [ ! -f "$REPO/build/isolation.so" ]; then
+if [ ! -x "$REPO/build/isolation-bridge" ] || [ ! -f "$REPO/build/isolation.so" ] ||
+    [ ! -x "$REPO/build/floor-relay" ]; then
     echo "bench: build first (make)" >&2; exit 2
 fi
 port_free "$PROXY_PORT" || { echo "bench: port $PROXY_PORT busy (ISOLATION_BENCH_PORT=...)" >&2; exit 2; }
+port_free "$FLOOR_PORT" || { echo "bench: port $FLOOR_PORT busy (ISOLATION_BENCH_PORT=...)" >&2; exit 2; }
+port_free "$LUV_PORT" || { echo "bench: port $LUV_PORT busy (ISOLATION_BENCH_PORT=...)" >&2; exit 2; }
 mkdir -p "$(dirname "$OUT")"
 
 START="exec lua5.4 $REPO/bench/isolation-proxy.lua"
@@ -35,6 +48,8 @@ log "proxy benchmark -> $OUT"
 BENCH_RUN=$BENCH_RUN/run "$HARNESS/run.sh" ${QUICK:+--quick} ${REPEAT:+--repeat "$REPEAT"} --out "$OUT" \
     "custom:isolation:$START --listen 127.0.0.1:$PROXY_PORT:127.0.0.1:$PROXY_PORT" \
     "custom:isolation-uds:$START --unix $UDS:unix:$UDS" \
+    ${LUV_ROW:+"custom:isolation-luv:$START --luv --listen 127.0.0.1:$LUV_PORT:127.0.0.1:$LUV_PORT"} \
+    ${FLOOR_ROW:+"custom:floor:exec $REPO/build/floor-relay 127.0.0.1:$FLOOR_PORT:127.0.0.1:$FLOOR_PORT"} \
     $PEERS
 rc=$?
 

@@ -1,13 +1,17 @@
 # make bench: the shared proxy benchmark with this project's proxy plugged in
-# (TCP and unix socket) next to its peers, the bridge's cost, and the start
-# cost of a deny launch. Results go to bench/results/. Loads the machine for
-# minutes (QUICK=1: about 2-3). The shared folder is read-only: the harness
-# is copied to $(BENCH_RUN) and built there.
+# (TCP, unix socket, luv mode) next to its peers and to a floor relay (the
+# cheapest CONNECT relay, bench/floor-relay.c), the bridge's cost, and the
+# start cost of a deny launch. Results go to bench/results/. Loads the
+# machine for minutes (QUICK=1: about 2-3). The shared folder is read-only:
+# the harness is copied to $(BENCH_RUN) and built there.
 SHARED    ?= ../shared
 BENCH_RUN ?= /tmp/isolation-bench
 QUICK     ?=
 REPEAT    ?=
 
 .PHONY: bench
-bench: all
+bench: all $(BUILD)/floor-relay
 	QUICK='$(QUICK)' REPEAT='$(REPEAT)' SHARED='$(abspath $(SHARED))' BENCH_RUN='$(BENCH_RUN)' bench/bench.sh
+
+$(BUILD)/floor-relay: bench/floor-relay.c | $(BUILD)/obj
+	$(CC) -std=c11 $(WARN) -O2 -o $@ $<
