@@ -182,7 +182,6 @@ static bool keep(struct direction *d, const char *buf, size_t len)
     return true;
 }
 
-/* Moves bytes from `from` to `to`. Returns false when the pair must die. */
 /*
  * The client sends in bulk: the unix socket to the proxy gets a send
  * buffer that holds a few whole reads. With the default (wmem_default,
@@ -197,6 +196,7 @@ static void went_bulk(struct direction *d, const struct endpoint *to)
         setsockopt(to->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
 }
 
+/* Moves bytes from `from` to `to`. Returns false when the pair must die. */
 static bool pump(struct direction *d, struct endpoint *from,
                  struct endpoint *to)
 {
