@@ -16,7 +16,7 @@ describe("isolation.proxy limits", function()
   teardown(function() up:stop() end)
 
   local function proxy(opts)
-    opts.listen = "127.0.0.1:0"
+    if not opts.unix then opts.listen = "127.0.0.1:0" end
     opts.allow = opts.allow or { "up.example.com" }
     opts.resolve = { ["up.example.com"] = { "127.0.0.1" } }
     opts.allow_private = true
@@ -226,8 +226,7 @@ describe("isolation.proxy limits", function()
       -- a unix client's send buffer is raised once its tunnel goes bulk:
       -- still a bound
       local dir = via ~= "TCP" and helpers.tmpdir() or nil
-      local p = dir and assert(isolation.proxy({ unix = dir .. "/p.sock", allow = { "up.example.com" },
-        resolve = { ["up.example.com"] = { "127.0.0.1" } }, allow_private = true })) or proxy({})
+      local p = proxy({ unix = dir and dir .. "/p.sock" })
       local total = 32 * MiB
       local c = W.tunnel(p:address(), "up.example.com:" .. up.raw_port, "SRC " .. total .. "\n")
       c.keep = false
