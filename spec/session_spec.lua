@@ -94,6 +94,12 @@ local function unpin_proxy_thread()
 end
 
 -- The fd count comes back to `fds` (connections end on the proxy's thread).
+-- A socat process listening on dir/name (a unix socket), started in the
+-- background; `fork` keeps it serving after its first client.
+local function socat_listener(dir, name, fork)
+  return glue.start("exec socat UNIX-LISTEN:" .. shq(dir .. "/" .. name) .. (fork and ",fork" or "") .. " /dev/null")
+end
+
 local function assert_fds(fds)
   local ok = glue.wait(function() return helpers.fd_count() == fds end, 10)
   if not ok then -- say which, for the report
@@ -642,7 +648,7 @@ describe("session.recover", function()
     local dir = root .. "/run"
     assert(uv.fs_mkdir(dir, 448))
     -- a socket nobody listens on: its listener was killed with SIGKILL
-    local listener = glue.start("exec socat UNIX-LISTEN:" .. shq(dir .. "/old.sock") .. " /dev/null")
+    local listener = socat_listener(dir, "old.sock")
     assert.is_true(glue.wait(function() return exists(dir .. "/old.sock") end, 20))
     glue.stop(listener)
     assert.is_false(glue.alive(listener))
@@ -657,8 +663,8 @@ describe("session.recover", function()
     local root = helpers.tmpdir()
     local dir = root .. "/run"
     assert(uv.fs_mkdir(dir, 448))
-    local dead = glue.start("exec socat UNIX-LISTEN:" .. shq(dir .. "/dead.sock") .. " /dev/null")
-    local live = glue.start("exec socat UNIX-LISTEN:" .. shq(dir .. "/live.sock") .. ",fork /dev/null")
+    local dead = socat_listener(dir, "dead.sock")
+    local live = socat_listener(dir, "live.sock", true)
     assert.is_true(glue.wait(function() return #glue.sockets(dir) == 2 end, 20))
     glue.stop(dead)
     local n, removed
