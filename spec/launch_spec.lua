@@ -211,6 +211,48 @@ describe("bwrap_argv", function()
     end
   end)
 
+  it("seccomp_fd: --seccomp N among the options, before --; absent, no --seccomp", function()
+    for _, network in ipairs({ "allow", "deny" }) do
+      local spec = { config = { mode = "bwrap", network = network }, agent = "claude", workdir = "/srv/project",
+        command = "run --it", proxy_socket = "/p.sock" }
+      local without = assert(isolation.bwrap_argv(spec))
+      assert.is_nil(index_of(without, "--seccomp"))
+      spec.seccomp_fd = 3
+      local before = deep_copy(spec)
+      local argv = assert(isolation.bwrap_argv(spec))
+      assert.are.same(before, spec)
+      -- the same argv with the two elements right before the first --
+      local dash = index_of(without, "--")
+      local want = table.move(without, 1, dash - 1, 1, {})
+      want[#want + 1] = "--seccomp"
+      want[#want + 1] = "3"
+      table.move(without, dash, #without, #want + 1, want)
+      assert.are.same(want, argv)
+      assert.is_true(index_of(argv, "--seccomp", "3") < index_of(argv, "--"))
+    end
+    local argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", seccomp_fd = 1023 }))
+    assert.truthy(index_of(argv, "--seccomp", "1023", "--", "bash"))
+    -- quoted by wrap like every element
+    local line = assert(isolation.wrap({ config = { mode = "bwrap" }, workdir = "/w", command = "c", seccomp_fd = 7 }))
+    assert.truthy(line:find(" '--seccomp' '7' '--' 'bash' ", 1, true), line)
+  end)
+
+  it("seccomp_fd: refused unless an integer 3..1023, naming the field and the value", function()
+    for _, case in ipairs({ { 0, "(got number 0)" }, { 1, "(got number 1)" }, { 2, "(got number 2)" },
+      { -1, "(got number -1)" }, { 1024, "(got number 1024)" }, { 3.5, "(got number 3.5)" },
+      { 3.0, "(got number 3.0)" }, { "3", '(got "3")' }, { true, "(got true)" }, { {}, "(got table)" } }) do
+      local spec = { config = { mode = "bwrap" }, workdir = "/w", command = "c", seccomp_fd = case[1] }
+      local before = deep_copy(spec)
+      for _, fn in ipairs({ "bwrap_argv", "argv", "wrap", "dry_run" }) do
+        local res, err = isolation[fn](spec)
+        assert.is_nil(res, fn)
+        assert.truthy(err:find("^isolation: seccomp_fd must be an integer 3%.%.1023"), err)
+        assert.truthy(err:find(case[2], 1, true), fn .. ": " .. err)
+      end
+      assert.are.same(before, spec)
+    end
+  end)
+
   it("keeps $HOME tokens literal and never expands them", function()
     local argv = assert(isolation.bwrap_argv({ agent = "gemini", workdir = "/w", command = "echo $HOME",
       binds = { "$HOME/.npm" } }))
@@ -272,6 +314,15 @@ describe("docker_argv", function()
     assert.is_true(index_of(argv, "--ro-bind", "/w", "/w") > index_of(argv, "--bind", "/w", "/w"))
   end)
 
+  it("accepts seccomp_fd and does not use it (docker has no --seccomp FD); neither does mode \"\"", function()
+    local spec = { config = { mode = "docker" }, workdir = "/w", command = "c" }
+    local without = assert(isolation.docker_argv(spec))
+    spec.seccomp_fd = 3
+    assert.are.same(without, assert(isolation.docker_argv(spec)))
+    assert.are.same(without, assert(isolation.argv(spec)))
+    assert.are.same({ "bash", "-c", "c" }, assert(isolation.argv({ command = "c", seccomp_fd = 3 })))
+  end)
+
   it("needs no proxy_socket for deny (--network none has no bridge)", function()
     local argv = assert(isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/w",
       command = "c" }))
@@ -307,7 +358,7 @@ describe("purity", function()
   it("never changes the spec and returns new tables", function()
     local spec = { config = { mode = "bwrap", network = "deny", allow_hosts = {} }, agent = "claude",
       workdir = "/w", command = "c", proxy_socket = "/p", binds = { "/b" }, ro_binds = { "$HOME/r" },
-      ca_cert = "/ca.pem", proxy_port = 4000 }
+      ca_cert = "/ca.pem", proxy_port = 4000, seccomp_fd = 3 }
     local before = deep_copy(spec)
     local a = isolation.argv(spec)
     local b = isolation.argv(spec)
@@ -388,6 +439,9 @@ describe("refusals name the field", function()
     { "ca_cert", { workdir = W, command = "c", ca_cert = true } },
     { "tty", { workdir = W, command = "c", tty = "no" } },
     { "tty", { workdir = W, command = "c", tty = 0 } },
+    { "seccomp_fd", { workdir = W, command = "c", seccomp_fd = 2 } },
+    { "seccomp_fd", { workdir = W, command = "c", seccomp_fd = 3.5 } },
+    { "seccomp_fd", { workdir = W, command = "c", config = { mode = "docker" }, seccomp_fd = "3" } },
     { "bridge", { workdir = W, command = "c", bridge = "netcat" } },
     { "bridge", { workdir = W, command = "c", bridge = true } },
     { "bridge_path", { workdir = W, command = "c", bridge = "builtin", bridge_path = "bin/bridge" } },
@@ -466,6 +520,19 @@ describe("dry_run", function()
     assert.truthy(text:find("HTTPS_PROXY", 1, true))
     assert.truthy(text:find("SSL_CERT_FILE=/etc/lectern/ca.pem", 1, true))
     assert.truthy(text:find("command: bash -c \"claude --resume\"", 1, true))
+  end)
+
+  it("bwrap names the seccomp descriptor, or says there is none", function()
+    local text = assert(isolation.dry_run({ config = { mode = "bwrap" }, workdir = "/srv/p", command = "c",
+      seccomp_fd = 3 }))
+    assert.truthy(text:find("\nseccomp: a program read from descriptor 3 (--seccomp 3; bwrap closes it)", 1, true),
+      text)
+    text = assert(isolation.dry_run({ config = { mode = "bwrap" }, workdir = "/srv/p", command = "c" }))
+    assert.truthy(text:find("\nseccomp: none: a process in the sandbox can type into the terminal (TIOCSTI)", 1,
+      true), text)
+    text = assert(isolation.dry_run({ config = { mode = "docker" }, workdir = "/srv/p", command = "c",
+      seccomp_fd = 3 }))
+    assert.is_nil(text:find("seccomp", 1, true))
   end)
 
   it("docker and none say what they are", function()

@@ -39,6 +39,9 @@ void launch_push_display(lua_State *L, const char *s);
 
 #define LAUNCH_MAX_BINDS 128
 #define DEFAULT_PROXY_PORT 3128
+/* seccomp_fd: 0, 1 and 2 are the terminal; bwrap's own limit is an int */
+#define SECCOMP_FD_MIN 3
+#define SECCOMP_FD_MAX 1023
 
 enum launch_mode { MODE_NONE, MODE_BWRAP, MODE_DOCKER };
 enum launch_bridge { BRIDGE_SOCAT, BRIDGE_BUILTIN };
@@ -61,6 +64,7 @@ struct launch_spec {
     enum launch_bridge bridge;
     const char *bridge_path; /* NULL unless bridge is builtin */
     bool tty;
+    int seccomp_fd; /* -1 when not given; bwrap only */
 };
 
 /*

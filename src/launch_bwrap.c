@@ -143,6 +143,16 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
     argv_add(&b, "--unshare-ipc");
     argv_add(&b, "--unshare-uts");
     argv_add(&b, "--die-with-parent");
+    /*
+     * The caller's filter (isolation.tty_seccomp_filter(): no TIOCSTI, no
+     * TIOCLINUX), applied to everything in the sandbox. bwrap reads it to
+     * EOF and closes the descriptor, so the command does not inherit it.
+     */
+    if (s->seccomp_fd >= 0) {
+        argv_add(&b, "--seccomp");
+        lua_pushfstring(L, "%d", s->seccomp_fd);
+        argv_add_top(&b);
+    }
     argv_add(&b, "--");
     argv_add(&b, "bash");
     argv_add(&b, "-c");

@@ -92,6 +92,18 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
                       "dies with its parent\n");
     luaL_addstring(b, "privileges: no capabilities (--cap-drop ALL), no new "
                       "privileges\n");
+    if (s->seccomp_fd >= 0) {
+        lua_pushfstring(L,
+                        "seccomp: a program read from descriptor %d "
+                        "(--seccomp %d; bwrap closes it), applied to every "
+                        "process in the sandbox\n",
+                        s->seccomp_fd, s->seccomp_fd);
+        ADD_TOP(b);
+    } else {
+        luaL_addstring(b, "seccomp: none: a process in the sandbox can type "
+                          "into the terminal (TIOCSTI) where the kernel "
+                          "allows it; see seccomp_fd\n");
+    }
     if (s->deny) {
         lua_pushfstring(L,
                         "network: deny: only 127.0.0.1:%d -> %s -> "

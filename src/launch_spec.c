@@ -13,9 +13,9 @@
 #include <string.h>
 
 static const char *const spec_keys[] = {
-    "config",      "agent", "workdir",  "command", "proxy_socket",
-    "proxy_port",  "binds", "ro_binds", "ca_cert", "bridge",
-    "bridge_path", "tty",   NULL};
+    "config",      "agent", "workdir",    "command", "proxy_socket",
+    "proxy_port",  "binds", "ro_binds",   "ca_cert", "bridge",
+    "bridge_path", "tty",   "seccomp_fd", NULL};
 
 /*
  * Host paths that are never bound, as a workdir or a bind: the root, the
@@ -190,7 +190,8 @@ static int check_keys(lua_State *L, int idx)
                             "isolation: launch spec key %s is unknown "
                             "(accepted: config, agent, workdir, command, "
                             "proxy_socket, proxy_port, binds, ro_binds, "
-                            "ca_cert, bridge, bridge_path, tty)",
+                            "ca_cert, bridge, bridge_path, tty, "
+                            "seccomp_fd)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -240,6 +241,30 @@ static int read_port(lua_State *L, int idx, struct launch_spec *s)
     if (!ok || port < 1024 || port > 65535)
         return fail_got(L, v, "proxy_port", "must be an integer 1024..65535");
     s->proxy_port = (int)port;
+    return 1;
+}
+
+/*
+ * The descriptor bwrap reads a seccomp program from (--seccomp N), which
+ * the caller opens in the process it starts the line in. Only an integer:
+ * a descriptor comes from the process, not from JSON, and 3.0 is more
+ * likely a computation gone wrong than a descriptor. Not 0, 1 or 2: bwrap
+ * would read the terminal until EOF and close it. Accepted in every mode,
+ * used by bwrap only.
+ */
+static int read_seccomp_fd(lua_State *L, int idx, struct launch_spec *s)
+{
+    int v = get_field(L, idx, "seccomp_fd");
+    s->seccomp_fd = -1;
+    if (is_absent(L, v))
+        return 1;
+    lua_Integer fd = lua_isinteger(L, v) ? lua_tointeger(L, v) : -1;
+    if (fd < SECCOMP_FD_MIN || fd > SECCOMP_FD_MAX)
+        return fail_got(L, v, "seccomp_fd",
+                        "must be an integer 3..1023: the descriptor bwrap "
+                        "reads the seccomp program from (0, 1 and 2 are the "
+                        "terminal)");
+    s->seccomp_fd = (int)fd;
     return 1;
 }
 
@@ -395,6 +420,9 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
             return fail_got(L, v, "tty", "must be a boolean");
         s->tty = lua_toboolean(L, v);
     }
+
+    if (!read_seccomp_fd(L, idx, s))
+        return 0;
 
     if (s->mode == MODE_BWRAP && s->deny && !s->proxy_socket)
         return fail_got(L, get_field(L, idx, "proxy_socket"), "proxy_socket",
