@@ -19,6 +19,7 @@ int luaopen_isolation(lua_State *L)
     isolation_target_open(L);
     isolation_proxy_open(L);
     isolation_bridge_open(L);
+    isolation_seccomp_open(L);
     isolation_selftest_open(L);
     return 1;
 }

@@ -19,6 +19,7 @@
  * hostpat: host_allowed, default_allow_hosts; config: config;
  * launch: bwrap_argv, docker_argv, argv, wrap, dry_run;
  * target: validate_for_target; proxy: proxy; bridge: BRIDGE;
+ * seccomp: tty_seccomp_filter;
  * selftest: the sanitizer probe, in sanitizer builds only.
  */
 void isolation_hostpat_open(lua_State *L);
@@ -27,6 +28,7 @@ void isolation_launch_open(lua_State *L);
 void isolation_target_open(lua_State *L);
 void isolation_proxy_open(lua_State *L);
 void isolation_bridge_open(lua_State *L);
+void isolation_seccomp_open(lua_State *L);
 void isolation_selftest_open(lua_State *L);
 
 #endif

@@ -1,0 +1,255 @@
+-- isolation.tty_seccomp_filter(): the program's shape, its decisions for
+-- every ABI it knows (run through a small classic-BPF interpreter on
+-- synthetic seccomp_data, so that the ABIs this machine cannot run are
+-- checked too), and the real thing: TIOCSTI and TIOCLINUX under a real
+-- terminal (script(1)), outside any sandbox and inside bwrap with the filter.
+local helpers = require("helpers")
+local cli = require("support.cli")
+local isolation = require("isolation")
+
+local AUDIT = {
+  X86_64 = 0xC000003E, I386 = 0x40000003, AARCH64 = 0xC00000B7, ARM = 0x40000028, ARMEB = 0x00000028,
+}
+local X32 = 0x40000000
+local RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050000 | 1 -- SECCOMP_RET_ERRNO | EPERM
+
+local TIOCSTI, TIOCLINUX, TIOCGWINSZ = 0x5412, 0x541C, 0x5413
+
+local function machine()
+  local _, out = helpers.run("uname -m")
+  return (out:gsub("%s+$", ""))
+end
+
+-- The family whose ABIs the filter of this build must know.
+local function family()
+  local m = machine()
+  if m == "x86_64" or m:match("^i%d86$") then return "x86" end
+  if m == "aarch64" or m:match("^arm") then return "arm" end
+  return m
+end
+
+-- struct seccomp_data in this machine's byte order: nr, arch, ip, args[6].
+local function seccomp_data(arch, nr, arg1)
+  return string.pack("=i4I4I8I8I8I8I8I8I8", nr, arch, 0, 0, arg1 or 0, 0, 0, 0, 0)
+end
+
+-- Runs a classic-BPF program (the instructions a seccomp filter may use)
+-- on `data`; returns the RET value. Anything unexpected is an error.
+local function run_bpf(prog, data)
+  local insns = {}
+  for i = 1, #prog, 8 do
+    local code, jt, jf, k = string.unpack("=I2I1I1I4", prog, i)
+    insns[#insns + 1] = { code = code, jt = jt, jf = jf, k = k }
+  end
+  local a, pc, steps = 0, 1, 0
+  while true do
+    local ins = assert(insns[pc], "ran off the end of the program")
+    steps = steps + 1
+    assert(steps <= #insns, "a loop")
+    local c, k = ins.code, ins.k
+    if c == 0x20 then -- BPF_LD | BPF_W | BPF_ABS
+      assert(k % 4 == 0 and k + 4 <= #data, "load outside seccomp_data: " .. k)
+      a = string.unpack("=I4", data, k + 1)
+      pc = pc + 1
+    elseif c == 0x54 then -- BPF_ALU | BPF_AND | BPF_K
+      a = a & k
+      pc = pc + 1
+    elseif c == 0x15 then -- BPF_JMP | BPF_JEQ | BPF_K
+      pc = pc + 1 + (a == k and ins.jt or ins.jf)
+    elseif c == 0x05 then -- BPF_JMP | BPF_JA
+      pc = pc + 1 + k
+    elseif c == 0x06 then -- BPF_RET | BPF_K
+      return k
+    else
+      error(("unexpected instruction code 0x%02x at %d"):format(c, pc - 1))
+    end
+  end
+end
+
+describe("tty_seccomp_filter", function()
+  it("is whole struct sock_filter records, the same bytes on every call", function()
+    local prog = isolation.tty_seccomp_filter()
+    assert.are.equal("string", type(prog))
+    assert.is_true(#prog > 0)
+    assert.are.equal(0, #prog % 8)
+    assert.is_true(#prog // 8 <= 4096) -- BPF_MAXINSNS
+    for _ = 1, 3 do assert.are.equal(prog, isolation.tty_seccomp_filter()) end
+    assert.are.equal(prog, isolation.tty_seccomp_filter("ignored", {}))
+  end)
+
+  describe("decisions, through a BPF interpreter", function()
+    local prog = isolation.tty_seccomp_filter()
+    local fam = family()
+    -- { arch, nr, request, expected, why }
+    local cases = {}
+    if fam == "x86" then
+      cases = {
+        { AUDIT.X86_64, 16, TIOCSTI, RET_EPERM, "x86_64 ioctl TIOCSTI" },
+        { AUDIT.X86_64, 16, TIOCLINUX, RET_EPERM, "x86_64 ioctl TIOCLINUX" },
+        { AUDIT.X86_64, 16, 0x100005412, RET_EPERM, "high bits set: still TIOCSTI for the kernel" },
+        { AUDIT.X86_64, 16, 0xFFFFFFFF0000541C, RET_EPERM, "high bits set: still TIOCLINUX" },
+        { AUDIT.X86_64, 16, TIOCGWINSZ, RET_ALLOW, "another ioctl" },
+        { AUDIT.X86_64, 16, 0x15412, RET_ALLOW, "a request that only ends like TIOCSTI" },
+        { AUDIT.X86_64, 0, TIOCSTI, RET_ALLOW, "read(), whatever its arguments" },
+        { AUDIT.X86_64, 54, TIOCSTI, RET_ALLOW, "setsockopt (54 is ioctl only for i386)" },
+        { AUDIT.X86_64, X32 | 514, TIOCSTI, RET_EPERM, "x32 ioctl" },
+        { AUDIT.X86_64, X32 | 514, 0x100005412, RET_EPERM, "x32 ioctl, high bits" },
+        { AUDIT.X86_64, X32 | 16, TIOCSTI, RET_EPERM, "x32 bit on the 64-bit number (old kernels ran it)" },
+        { AUDIT.X86_64, 514, TIOCLINUX, RET_EPERM, "514 without the x32 bit (old kernels ran it)" },
+        { AUDIT.X86_64, X32 | 514, TIOCGWINSZ, RET_ALLOW, "x32, another ioctl" },
+        { AUDIT.I386, 54, TIOCSTI, RET_EPERM, "i386 ioctl TIOCSTI" },
+        { AUDIT.I386, 54, TIOCLINUX, RET_EPERM, "i386 ioctl TIOCLINUX" },
+        { AUDIT.I386, 54, TIOCGWINSZ, RET_ALLOW, "i386, another ioctl" },
+        { AUDIT.I386, 16, TIOCSTI, RET_ALLOW, "i386 lchown (16 is ioctl only for x86_64)" },
+        { AUDIT.AARCH64, 29, TIOCSTI, RET_ALLOW, "an ABI this kernel cannot run" },
+      }
+    elseif fam == "arm" then
+      cases = {
+        { AUDIT.AARCH64, 29, TIOCSTI, RET_EPERM, "aarch64 ioctl TIOCSTI" },
+        { AUDIT.AARCH64, 29, TIOCLINUX, RET_EPERM, "aarch64 ioctl TIOCLINUX" },
+        { AUDIT.AARCH64, 29, 0x100005412, RET_EPERM, "high bits set: still TIOCSTI for the kernel" },
+        { AUDIT.AARCH64, 29, TIOCGWINSZ, RET_ALLOW, "another ioctl" },
+        { AUDIT.AARCH64, 54, TIOCSTI, RET_ALLOW, "54 is ioctl only for 32-bit ARM" },
+        { AUDIT.ARM, 54, TIOCSTI, RET_EPERM, "32-bit ARM ioctl TIOCSTI" },
+        { AUDIT.ARM, 54, TIOCLINUX, RET_EPERM, "32-bit ARM ioctl TIOCLINUX" },
+        { AUDIT.ARM, 29, TIOCSTI, RET_ALLOW, "32-bit ARM, another syscall" },
+        { AUDIT.ARMEB, 54, TIOCSTI, RET_EPERM, "big-endian 32-bit ARM ioctl" },
+        { AUDIT.X86_64, 16, TIOCSTI, RET_ALLOW, "an ABI this kernel cannot run" },
+      }
+    end
+
+    it("covers every ABI of this machine's family (" .. fam .. ")", function()
+      if #cases == 0 then
+        -- the C file refuses to build for other families, so this is not reached
+        error("no cases for the family " .. fam)
+      end
+      for _, c in ipairs(cases) do
+        local got = run_bpf(prog, seccomp_data(c[1], c[2], c[3]))
+        assert.are.equal(c[4], got, ("%s: 0x%08x nr %d request 0x%x"):format(c[5], c[1], c[2], c[3]))
+      end
+    end)
+  end)
+end)
+
+-- The probe that runs at a terminal: perl tries the ioctls on its stdin (the
+-- terminal), and prints one line per attempt. $1: the ioctl syscall number
+-- of this machine for the high-bits attempt (perl's own ioctl() truncates
+-- the request to 32 bits before the kernel could), or empty to skip it.
+local PROBE_PL = [[
+my $nr = shift;
+my $c = "x";
+print "STI: ", (ioctl(STDIN, 0x5412, $c) ? "INJECTED" : "refused: $!"), "\n";
+if ($nr) {
+  $c = "x";
+  print "HIGH: ", (syscall($nr, 0, 0x100005412, $c) == -1 ? "refused: $!" : "INJECTED"), "\n";
+} else {
+  print "HIGH: skipped\n";
+}
+$c = "\x0c";
+print "LINUX: ", (ioctl(STDIN, 0x541C, $c) ? "accepted" : "refused: $!"), "\n";
+]]
+
+local PROBE_SH = [[
+export LC_ALL=C
+perl probe.pl "$1"
+if size=$(stty size); then echo "WINSZ: ok $size"; else echo "WINSZ: failed"; fi
+# in a child that inherited what this bash inherited (bash's own 255, the
+# script file, is close-on-exec); the glob's directory descriptor is closed
+# by the time -e looks
+sh -c 'if [ -e /proc/$$/fd/3 ]; then echo "FD3: open"; else echo "FD3: closed"; fi
+for f in /proc/$$/fd/*; do n=${f##*/}; [ -e "$f" ] && [ "$n" -gt 2 ] && echo "LEAK: $n"; done'
+echo "DONE: ok"
+]]
+
+local IOCTL_NR = { x86_64 = 16, aarch64 = 29 }
+
+local function have_script()
+  if helpers.run("command -v script") ~= 0 then
+    io.stderr:write("SKIP (terminal): script(1) is not installed\n")
+    return false
+  end
+  return true
+end
+
+-- Runs `line` (a shell line, run by script's sh) at a new terminal in
+-- `dir`; returns the probe's answers as a table, and the whole output.
+local function at_terminal(line, dir)
+  local p = cli.spawn({ "script", "-qec", line, "/dev/null" }, { cwd = dir, env = { "TMPDIR=" .. dir } })
+  local status, out, err = p.wait(60)
+  out = out:gsub("\r", "")
+  local answers = {}
+  for key, value in out:gmatch("(%u+%d?): ([^\n]*)") do
+    if answers[key] then answers[key] = answers[key] .. "," .. value else answers[key] = value end
+  end
+  return answers, ("status %s, out %q, err %q"):format(tostring(status), out, err)
+end
+
+local function write_probe(dir)
+  helpers.write(dir .. "/probe.pl", PROBE_PL)
+  helpers.write(dir .. "/probe.sh", PROBE_SH)
+end
+
+local function probe_args()
+  local nr = IOCTL_NR[machine()]
+  if not nr then io.stderr:write("SKIP (high-bits request): no ioctl number known for " .. machine() .. "\n") end
+  return nr and tostring(nr) or ""
+end
+
+local EPERM = "refused: Operation not permitted"
+
+-- What the filter must give inside a sandbox.
+local function assert_refused(a, all)
+  assert.are.equal(EPERM, a.STI, all)
+  if a.HIGH ~= "skipped" then assert.are.equal(EPERM, a.HIGH, all) end
+  -- EPERM, not what the pty driver says (ENOTTY): the filter answered first
+  assert.are.equal(EPERM, a.LINUX, all)
+  assert.truthy((a.WINSZ or ""):match("^ok %d+ %d+$"), all)
+  assert.are.equal("closed", a.FD3, all)
+  assert.are.equal("ok", a.DONE, all)
+end
+
+describe("TIOCSTI and TIOCLINUX at a real terminal", function()
+  local tmp
+  before_each(function() tmp = helpers.tmpdir() end)
+  after_each(function() helpers.rmtree(tmp) end)
+
+  it("control: outside any sandbox, this kernel's answer", function()
+    if not have_script() then return end
+    write_probe(tmp)
+    local a, all = at_terminal("exec bash probe.sh " .. probe_args(), tmp)
+    assert.are.equal("ok", a.DONE, all)
+    if a.STI ~= "INJECTED" then
+      io.stderr:write("SKIP (control): this kernel already refuses TIOCSTI outside a sandbox (" .. tostring(a.STI)
+        .. "); the sandboxed specs still require the refusal\n")
+      return
+    end
+    if a.HIGH ~= "skipped" then assert.are.equal("INJECTED", a.HIGH, all) end
+    -- a pty is no virtual console: the driver's own answer, not EPERM
+    assert.are_not.equal(EPERM, a.LINUX, all)
+    assert.truthy((a.WINSZ or ""):match("^ok %d+ %d+$"), all)
+  end)
+
+  it("through wrap() with seccomp_fd = 3 (an orchestrator's launch): refused with EPERM", function()
+    if helpers.skip_without_bwrap() or not have_script() then return end
+    write_probe(tmp)
+    helpers.write(tmp .. "/filter.bpf", isolation.tty_seccomp_filter())
+    local line = assert(isolation.wrap({ config = { mode = "bwrap", network = "allow" }, workdir = tmp,
+      command = "bash probe.sh " .. probe_args(), seccomp_fd = 3 }))
+    local a, all = at_terminal("exec bash -c " .. helpers.shquote(line) .. " 3<filter.bpf", tmp)
+    assert_refused(a, all)
+  end)
+
+  it("through wrap() without seccomp_fd: the hole the filter closes is there", function()
+    if helpers.skip_without_bwrap() or not have_script() then return end
+    write_probe(tmp)
+    local line = assert(isolation.wrap({ config = { mode = "bwrap", network = "allow" }, workdir = tmp,
+      command = "bash probe.sh " .. probe_args() }))
+    local a, all = at_terminal("exec bash -c " .. helpers.shquote(line), tmp)
+    assert.are.equal("ok", a.DONE, all)
+    if a.STI ~= "INJECTED" then
+      io.stderr:write("SKIP (no filter): this kernel refuses TIOCSTI by itself (" .. tostring(a.STI) .. ")\n")
+      return
+    end
+    assert.are_not.equal(EPERM, a.LINUX, all)
+  end)
+end)
