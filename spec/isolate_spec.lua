@@ -162,6 +162,7 @@ describe("isolate", function()
         workdir = workdir,
         command = "exec env --default-signal=INT,QUIT,HUP -- echo 'a b' '$HOME'",
         proxy_socket = "/tmp/isolate.XXXXXX/proxy.sock",
+        seccomp_fd = 3,
       }
     end
 
@@ -178,6 +179,8 @@ describe("isolate", function()
       assert.truthy(printed, out)
       assert.are.equal(table.concat(argv, "\n") .. "\n", printed)
       assert.truthy(out:find("proxy allowlist", 1, true))
+      assert.truthy(out:find("\nseccomp: a program read from descriptor 3", 1, true), out)
+      assert.truthy(out:find("\n--seccomp\n3\n--\n", 1, true), out)
       assert.are.same({}, cli.ls(tmp))
     end)
 
@@ -186,8 +189,18 @@ describe("isolate", function()
       local status, out, err = cli.isolate({ "--dry-run", "--json", "--workdir", tmp, "--", "echo", "a b", "$HOME" },
         { env = { "TMPDIR=/tmp" } })
       assert.are.equal(0, status, err)
-      assert.are.same(assert(isolation.bwrap_argv(spec_for(real))), cjson.decode(out))
+      local argv = cjson.decode(out)
+      assert.are.same(assert(isolation.bwrap_argv(spec_for(real))), argv)
       assert.are.equal(1, #lines(out))
+      -- the seccomp filter (no TIOCSTI) on descriptor 3, among bwrap's options
+      local at, dash
+      for i, v in ipairs(argv) do
+        if v == "--seccomp" and not at then at = i end
+        if v == "--" and not dash then dash = i end
+      end
+      assert.truthy(at, out)
+      assert.are.equal("3", argv[at + 1])
+      assert.is_true(at < dash)
     end)
 
     it("--json for docker deny is docker_argv: --network none, no proxy, -t only at a terminal", function()
@@ -217,7 +230,7 @@ describe("isolate", function()
       local expected = assert(isolation.bwrap_argv({
         config = { mode = "bwrap", network = "allow" }, agent = "codex", workdir = real,
         ro_binds = { tmp .. "/data" }, binds = { "$HOME/.cache" }, ca_cert = tmp .. "/ca.pem",
-        command = "exec env --default-signal=INT,QUIT,HUP -- true",
+        command = "exec env --default-signal=INT,QUIT,HUP -- true", seccomp_fd = 3,
       }))
       assert.are.same(expected, cjson.decode(out))
     end)

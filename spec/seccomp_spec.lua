@@ -239,6 +239,21 @@ describe("TIOCSTI and TIOCLINUX at a real terminal", function()
     assert_refused(a, all)
   end)
 
+  for _, net in ipairs({ "allow", "deny" }) do
+    it("through isolate --network " .. net .. ": refused with EPERM; only 0, 1 and 2 inside", function()
+      if helpers.skip_without_bwrap() or not have_script() then return end
+      write_probe(tmp)
+      -- isolate from script's shell, as the Ctrl-C spec does (CI has no SHELL),
+      -- with descriptors 3 and 4 of its own that it must not pass on
+      local line = "exec 3<probe.pl 4<probe.sh; exec " .. helpers.shquote(cli.ISOLATE) .. " --network " .. net
+        .. " --workdir " .. helpers.shquote(tmp) .. " -- bash probe.sh " .. probe_args()
+      local a, all = at_terminal(line, tmp)
+      assert_refused(a, all)
+      -- bwrap read the pipe and closed it; isolate's prologue closed the rest
+      assert.is_nil(a.LEAK, all)
+    end)
+  end
+
   it("through wrap() without seccomp_fd: the hole the filter closes is there", function()
     if helpers.skip_without_bwrap() or not have_script() then return end
     write_probe(tmp)
