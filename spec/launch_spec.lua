@@ -253,6 +253,99 @@ describe("bwrap_argv", function()
     end
   end)
 
+  it("seccomp_file: --seccomp 3, or seccomp_fd's N; wrap ends with the redirection that opens it", function()
+    for _, network in ipairs({ "allow", "deny" }) do
+      local spec = { config = { mode = "bwrap", network = network }, agent = "claude", workdir = "/srv/project",
+        command = "run --it", proxy_socket = "/p.sock" }
+      local without_argv = assert(isolation.bwrap_argv(spec))
+      local without_line = assert(isolation.wrap(spec))
+      assert.is_nil(without_line:find(" %d<'"))
+      spec.seccomp_fd = 3
+      local with_fd_argv = assert(isolation.bwrap_argv(spec))
+      local with_fd_line = assert(isolation.wrap(spec))
+      spec.seccomp_fd = nil
+      spec.seccomp_file = "/etc/isolation/tty.bpf"
+      local before = deep_copy(spec)
+      -- the argv is the one seccomp_fd = 3 gives: the file is not an argument
+      local argv = assert(isolation.bwrap_argv(spec))
+      assert.are.same(with_fd_argv, argv)
+      assert.are.same(argv, assert(isolation.argv(spec)))
+      assert.are_not.same(without_argv, argv)
+      assert.truthy(index_of(argv, "--seccomp", "3", "--", "bash", "-c"))
+      for _, v in ipairs(argv) do assert.is_nil(v:find("tty.bpf", 1, true)) end
+      -- the line is seccomp_fd = 3's, plus one redirection at the end, after the last argument
+      local line = assert(isolation.wrap(spec))
+      assert.are.equal(with_fd_line .. " 3<'/etc/isolation/tty.bpf'", line)
+      assert.are.same(before, spec)
+      -- seccomp_fd says which descriptor
+      spec.seccomp_fd = 5
+      argv = assert(isolation.bwrap_argv(spec))
+      assert.truthy(index_of(argv, "--seccomp", "5", "--"))
+      assert.is_nil(index_of(argv, "--seccomp", "3"))
+      line = assert(isolation.wrap(spec))
+      assert.truthy(line:find(" '--seccomp' '5' '--' 'bash' '-c' ", 1, true), line)
+      assert.are.equal(" 5<'/etc/isolation/tty.bpf'", line:sub(-#" 5<'/etc/isolation/tty.bpf'"))
+      spec.seccomp_fd = 9
+      assert.are.equal(" 9<'/etc/isolation/tty.bpf'", assert(isolation.wrap(spec)):sub(-#" 9<'/etc/isolation/tty.bpf'"))
+    end
+  end)
+
+  it("seccomp_file: the path is single-quoted like every element, nothing in it expands", function()
+    local path = "/srv/x'$(touch /tmp/PWNED)' `id` $HOME a b\\n\nc"
+    local line = assert(isolation.wrap({ config = { mode = "bwrap" }, workdir = "/w", command = "c",
+      seccomp_file = path }))
+    local want = " 3<'" .. path:gsub("'", "'\\''") .. "'"
+    assert.are.equal(want, line:sub(-#want))
+    -- the only double quotes are the --tmpfs "$HOME" token's
+    local _, quotes = line:gsub('"', "")
+    assert.are.equal(2, quotes)
+    assert.truthy(line:find([['--tmpfs' "$HOME"]], 1, true))
+  end)
+
+  it("seccomp_file: refused unless absolute, without NUL, . or ..; never $HOME; naming the field and value", function()
+    for _, case in ipairs({
+      { "tty.bpf", '(got "tty.bpf")', "must be an absolute path" },
+      { "$HOME/tty.bpf", '(got "$HOME/tty.bpf")', "must be an absolute path" },
+      { "~/tty.bpf", '(got "~/tty.bpf")', "must be an absolute path" },
+      { "/etc/x\0y", '(got "/etc/x\\x00y")', "NUL" },
+      { "/srv/../etc/tty.bpf", '(got "/srv/../etc/tty.bpf")', ". or .." },
+      { "/srv/./tty.bpf", '(got "/srv/./tty.bpf")', ". or .." },
+      { "/srv//tty.bpf", '(got "/srv//tty.bpf")', "(//)" },
+      { "/dev/stdin", '(got "/dev/stdin")', "/dev" },
+      { "", '(got "")', "must not be empty" },
+      { 3, "(got number 3)", "must be a string" },
+    }) do
+      for _, mode in ipairs({ "bwrap", "docker", "" }) do
+        local spec = { config = { mode = mode }, workdir = "/w", command = "c", seccomp_file = case[1] }
+        local before = deep_copy(spec)
+        for _, fn in ipairs({ "bwrap_argv", "docker_argv", "argv", "wrap", "dry_run" }) do
+          local res, err = isolation[fn](spec)
+          assert.is_nil(res, fn)
+          assert.truthy(err:find("^isolation: seccomp_file "), err)
+          assert.truthy(err:find(case[2], 1, true), fn .. ": " .. err)
+          assert.truthy(err:find(case[3], 1, true), fn .. ": " .. err)
+        end
+        assert.are.same(before, spec)
+      end
+    end
+  end)
+
+  it("seccomp_file with seccomp_fd above 9: refused (a POSIX shell's redirection takes one digit)", function()
+    for _, fd in ipairs({ 10, 15, 1023 }) do
+      local spec = { config = { mode = "bwrap" }, workdir = "/w", command = "c", seccomp_file = "/f.bpf",
+        seccomp_fd = fd }
+      for _, fn in ipairs({ "bwrap_argv", "argv", "wrap", "dry_run" }) do
+        local res, err = isolation[fn](spec)
+        assert.is_nil(res, fn)
+        assert.truthy(err:find("^isolation: seccomp_fd must be 3%.%.9 with seccomp_file"), err)
+        assert.truthy(err:find("(got number " .. fd .. ")", 1, true), err)
+      end
+      -- without seccomp_file the descriptor is the caller's: any 3..1023
+      spec.seccomp_file = nil
+      assert.truthy(isolation.wrap(spec))
+    end
+  end)
+
   it("keeps $HOME tokens literal and never expands them", function()
     local argv = assert(isolation.bwrap_argv({ agent = "gemini", workdir = "/w", command = "echo $HOME",
       binds = { "$HOME/.npm" } }))
@@ -323,6 +416,20 @@ describe("docker_argv", function()
     assert.are.same({ "bash", "-c", "c" }, assert(isolation.argv({ command = "c", seccomp_fd = 3 })))
   end)
 
+  it("accepts seccomp_file and does not use it; no redirection in docker's or mode \"\"'s line", function()
+    local spec = { config = { mode = "docker" }, workdir = "/w", command = "c" }
+    local without, line = assert(isolation.docker_argv(spec)), assert(isolation.wrap(spec))
+    spec.seccomp_file = "/etc/isolation/tty.bpf"
+    assert.are.same(without, assert(isolation.docker_argv(spec)))
+    assert.are.same(without, assert(isolation.argv(spec)))
+    assert.are.equal(line, assert(isolation.wrap(spec)))
+    spec.seccomp_fd = 5
+    assert.are.equal(line, assert(isolation.wrap(spec)))
+    spec = { command = "c", seccomp_file = "/etc/isolation/tty.bpf" }
+    assert.are.same({ "bash", "-c", "c" }, assert(isolation.argv(spec)))
+    assert.are.equal("'bash' '-c' 'c'", assert(isolation.wrap(spec)))
+  end)
+
   it("needs no proxy_socket for deny (--network none has no bridge)", function()
     local argv = assert(isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/w",
       command = "c" }))
@@ -358,7 +465,7 @@ describe("purity", function()
   it("never changes the spec and returns new tables", function()
     local spec = { config = { mode = "bwrap", network = "deny", allow_hosts = {} }, agent = "claude",
       workdir = "/w", command = "c", proxy_socket = "/p", binds = { "/b" }, ro_binds = { "$HOME/r" },
-      ca_cert = "/ca.pem", proxy_port = 4000, seccomp_fd = 3 }
+      ca_cert = "/ca.pem", proxy_port = 4000, seccomp_fd = 3, seccomp_file = "/etc/tty.bpf" }
     local before = deep_copy(spec)
     local a = isolation.argv(spec)
     local b = isolation.argv(spec)
@@ -442,6 +549,11 @@ describe("refusals name the field", function()
     { "seccomp_fd", { workdir = W, command = "c", seccomp_fd = 2 } },
     { "seccomp_fd", { workdir = W, command = "c", seccomp_fd = 3.5 } },
     { "seccomp_fd", { workdir = W, command = "c", config = { mode = "docker" }, seccomp_fd = "3" } },
+    { "seccomp_file", { workdir = W, command = "c", seccomp_file = "tty.bpf" } },
+    { "seccomp_file", { workdir = W, command = "c", seccomp_file = "$HOME/tty.bpf" } },
+    { "seccomp_file", { workdir = W, command = "c", seccomp_file = "/srv/tty\0.bpf" } },
+    { "seccomp_file", { workdir = W, command = "c", config = { mode = "docker" }, seccomp_file = "/a/../tty.bpf" } },
+    { "seccomp_fd", { workdir = W, command = "c", seccomp_file = "/tty.bpf", seccomp_fd = 10 } },
     { "bridge", { workdir = W, command = "c", bridge = "netcat" } },
     { "bridge", { workdir = W, command = "c", bridge = true } },
     { "bridge_path", { workdir = W, command = "c", bridge = "builtin", bridge_path = "bin/bridge" } },
@@ -533,6 +645,21 @@ describe("dry_run", function()
     text = assert(isolation.dry_run({ config = { mode = "docker" }, workdir = "/srv/p", command = "c",
       seccomp_fd = 3 }))
     assert.is_nil(text:find("seccomp", 1, true))
+    text = assert(isolation.dry_run({ config = { mode = "docker" }, workdir = "/srv/p", command = "c",
+      seccomp_file = "/etc/tty.bpf" }))
+    assert.is_nil(text:find("seccomp", 1, true))
+  end)
+
+  it("bwrap names the seccomp file and the descriptor the wrap() line opens it on", function()
+    local text = assert(isolation.dry_run({ config = { mode = "bwrap" }, workdir = "/srv/p", command = "c",
+      seccomp_file = "/etc/isolation/tty.bpf" }))
+    assert.truthy(text:find("\nseccomp: the program in /etc/isolation/tty.bpf, opened on descriptor 3 by the "
+      .. "wrap() line (--seccomp 3; bwrap reads and closes it; a caller running argv() opens it there itself)",
+      1, true), text)
+    text = assert(isolation.dry_run({ config = { mode = "bwrap" }, workdir = "/srv/p", command = "c",
+      seccomp_file = "/srv/a b\n.bpf", seccomp_fd = 7 }))
+    assert.truthy(text:find('\nseccomp: the program in "/srv/a b\\n.bpf", opened on descriptor 7 by the '
+      .. "wrap() line (--seccomp 7;", 1, true), text)
   end)
 
   it("docker and none say what they are", function()

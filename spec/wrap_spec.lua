@@ -101,6 +101,10 @@ local function expected(argv, home)
   return out
 end
 
+local function tbl_index(t, v)
+  for i, x in ipairs(t) do if x == v then return i end end
+end
+
 local function split_nul(s)
   local out = {}
   for field in s:gmatch("(.-)%z") do out[#out + 1] = field end
@@ -178,6 +182,54 @@ describe("wrap", function()
       end
     end
     local code, listing = helpers.run("ls -A " .. q(marker_dir))
+    assert.are.equal(0, code)
+    assert.are.equal("", listing)
+  end)
+
+  it("seccomp_file: the line opens the file on N for bwrap, the argv unchanged; a crafted path runs nothing", function()
+    -- a stand-in bwrap that also copies what it finds on descriptor $SECCOMP_FD
+    local fdstubs = dir .. "/fdbin"
+    assert(os.execute("mkdir -p " .. q(fdstubs)))
+    helpers.write(fdstubs .. "/bwrap", "#!/bin/sh\nprintf '%s\\0' \"$0\" \"$@\" > \"$ARGV_OUT\"\n"
+      .. "eval \"cat <&$SECCOMP_FD\" > \"$FD_OUT\"\n")
+    assert(os.execute("chmod +x " .. q(fdstubs .. "/bwrap")))
+    local files = dir .. "/files"
+    local paths = {
+      files .. "/x'$(touch " .. marker_dir .. "/PWNED)'",
+      files .. "/a b\nc`touch pwned-2`; touch pwned-3 #",
+      files .. "/q'\\''; touch pwned-4; '\"$HOME\"$(id)",
+      files .. "/$HOME/{x,y}*?[a]~ ${IFS}&&>pwned-5",
+    }
+    local argv_out, fd_out = dir .. "/argv.out", dir .. "/fd.out"
+    for i, path in ipairs(paths) do
+      assert.are.equal(0, (helpers.run("mkdir -p " .. q(path:match("^(.*)/[^/]*$")))))
+      local program = "program " .. i .. "\n"
+      helpers.write(path, program)
+      for _, fd in ipairs({ false, 5, 9 }) do
+        local spec = { config = { mode = "bwrap", network = i % 2 == 0 and "deny" or "allow" }, workdir = "/srv/w",
+          command = "true", proxy_socket = "/srv/p.sock", agent = "claude", seccomp_file = path,
+          seccomp_fd = fd or nil }
+        local line = assert(isolation.wrap(spec))
+        for _, shell in ipairs({ "/bin/sh", "bash" }) do
+          os.remove(argv_out)
+          os.remove(fd_out)
+          local code, _, err = helpers.run("cd " .. q(marker_dir) .. " && HOME=/home/agent PATH=" .. q(fdstubs)
+            .. ":$PATH ARGV_OUT=" .. q(argv_out) .. " FD_OUT=" .. q(fd_out) .. " SECCOMP_FD=" .. (fd or 3)
+            .. " " .. shell .. " -c " .. q(line))
+          assert.are.equal(0, code, shell .. ": " .. err .. "\n" .. line)
+          local got = split_nul(assert(helpers.read(argv_out), "the stand-in did not run"))
+          got[1] = got[1]:match("[^/]+$")
+          assert.are.same(expected(assert(isolation.bwrap_argv(spec)), "/home/agent"), got)
+          local at = assert(tbl_index(got, "--seccomp"), "no --seccomp")
+          assert.are.equal(tostring(fd or 3), got[at + 1])
+          assert.are.equal(program, helpers.read(fd_out), shell .. ": " .. line)
+        end
+      end
+    end
+    local code, listing = helpers.run("ls -A " .. q(marker_dir))
+    assert.are.equal(0, code)
+    assert.are.equal("", listing)
+    code, listing = helpers.run("find " .. q(dir) .. " -name 'pwned*' -o -name PWNED")
     assert.are.equal(0, code)
     assert.are.equal("", listing)
   end)

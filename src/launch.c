@@ -51,7 +51,7 @@ static int l_wrap(lua_State *L)
     if (!launch_spec_read(L, 1, lua_upvalueindex(1), -1, &s))
         return fail(L);
     launch_push_for_mode(L, &s);
-    launch_push_wrapped(L, -1);
+    launch_push_wrapped(L, -1, &s);
     return 1;
 }
 

@@ -42,6 +42,13 @@ void launch_push_display(lua_State *L, const char *s);
 /* seccomp_fd: 0, 1 and 2 are the terminal; bwrap's own limit is an int */
 #define SECCOMP_FD_MIN 3
 #define SECCOMP_FD_MAX 1023
+/*
+ * seccomp_file: the descriptor wrap() opens it on when seccomp_fd is not
+ * given, and the highest one it can open: POSIX shells (dash, zsh) read a
+ * single digit before `<`; `15<f` would be the word 15 and `<f`.
+ */
+#define SECCOMP_FD_DEFAULT 3
+#define SECCOMP_FD_REDIRECT_MAX 9
 
 enum launch_mode { MODE_NONE, MODE_BWRAP, MODE_DOCKER };
 enum launch_bridge { BRIDGE_SOCAT, BRIDGE_BUILTIN };
@@ -64,7 +71,12 @@ struct launch_spec {
     enum launch_bridge bridge;
     const char *bridge_path; /* NULL unless bridge is builtin */
     bool tty;
-    int seccomp_fd; /* -1 when not given; bwrap only */
+    /*
+     * -1 when neither seccomp_fd nor seccomp_file is given; with
+     * seccomp_file alone, SECCOMP_FD_DEFAULT. bwrap only.
+     */
+    int seccomp_fd;
+    const char *seccomp_file; /* NULL when not given; bwrap only */
 };
 
 /*
@@ -135,8 +147,11 @@ void argv_add_path(struct argv_buf *b, const char *path);
 /* Replaces the markers in the internal argv at idx, in place. */
 void launch_argv_publish(lua_State *L, int idx);
 
-/* Pushes the one shell line for the internal argv at idx. */
-void launch_push_wrapped(lua_State *L, int idx);
+/*
+ * Pushes the one shell line for the internal argv at idx, which s built;
+ * for a bwrap spec with seccomp_file, with the redirection that opens it.
+ */
+void launch_push_wrapped(lua_State *L, int idx, const struct launch_spec *s);
 
 /* Pushes the dry-run text. */
 void launch_push_dry_run(lua_State *L, const struct launch_spec *s);

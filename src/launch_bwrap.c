@@ -147,6 +147,7 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
      * The caller's filter (isolation.tty_seccomp_filter(): no TIOCSTI, no
      * TIOCLINUX), applied to everything in the sandbox. bwrap reads it to
      * EOF and closes the descriptor, so the command does not inherit it.
+     * With seccomp_file, wrap() adds the redirection that opens it there.
      */
     if (s->seccomp_fd >= 0) {
         argv_add(&b, "--seccomp");

@@ -92,7 +92,17 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
                       "dies with its parent\n");
     luaL_addstring(b, "privileges: no capabilities (--cap-drop ALL), no new "
                       "privileges\n");
-    if (s->seccomp_fd >= 0) {
+    if (s->seccomp_file) {
+        luaL_addstring(b, "seccomp: the program in ");
+        add_display(b, L, s->seccomp_file);
+        lua_pushfstring(L,
+                        ", opened on descriptor %d by the wrap() line "
+                        "(--seccomp %d; bwrap reads and closes it; a caller "
+                        "running argv() opens it there itself), applied to "
+                        "every process in the sandbox\n",
+                        s->seccomp_fd, s->seccomp_fd);
+        ADD_TOP(b);
+    } else if (s->seccomp_fd >= 0) {
         lua_pushfstring(L,
                         "seccomp: a program read from descriptor %d "
                         "(--seccomp %d; bwrap closes it), applied to every "
@@ -102,7 +112,8 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
     } else {
         luaL_addstring(b, "seccomp: none: a process in the sandbox can type "
                           "into the terminal (TIOCSTI) where the kernel "
-                          "allows it; see seccomp_fd\n");
+                          "allows it; see seccomp_fd and "
+                          "seccomp_file\n");
     }
     if (s->deny) {
         lua_pushfstring(L,

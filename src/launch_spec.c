@@ -13,9 +13,9 @@
 #include <string.h>
 
 static const char *const spec_keys[] = {
-    "config",      "agent", "workdir",    "command", "proxy_socket",
-    "proxy_port",  "binds", "ro_binds",   "ca_cert", "bridge",
-    "bridge_path", "tty",   "seccomp_fd", NULL};
+    "config",      "agent", "workdir",    "command",      "proxy_socket",
+    "proxy_port",  "binds", "ro_binds",   "ca_cert",      "bridge",
+    "bridge_path", "tty",   "seccomp_fd", "seccomp_file", NULL};
 
 /*
  * Host paths that are never bound, as a workdir or a bind: the root, the
@@ -191,7 +191,7 @@ static int check_keys(lua_State *L, int idx)
                             "(accepted: config, agent, workdir, command, "
                             "proxy_socket, proxy_port, binds, ro_binds, "
                             "ca_cert, bridge, bridge_path, tty, "
-                            "seccomp_fd)",
+                            "seccomp_fd, seccomp_file)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -265,6 +265,33 @@ static int read_seccomp_fd(lua_State *L, int idx, struct launch_spec *s)
                         "reads the seccomp program from (0, 1 and 2 are the "
                         "terminal)");
     s->seccomp_fd = (int)fd;
+    return 1;
+}
+
+/*
+ * A file holding the seccomp program, which the wrap() line opens on the
+ * descriptor (seccomp_fd, else 3) with a redirection. The host's shell
+ * reads it, so: an absolute path, never the $HOME token (the same rules as
+ * ca_cert; under /dev or /proc it could be the terminal, which bwrap would
+ * read until EOF). The descriptor must be one digit: a POSIX shell reads
+ * `15<f` as the word 15 and a redirection of stdin. Accepted in every
+ * mode, used by bwrap only.
+ */
+static int read_seccomp_file(lua_State *L, int idx, struct launch_spec *s)
+{
+    int v = get_field(L, idx, "seccomp_file");
+    if (is_absent(L, v))
+        return 1;
+    if (!check_path(L, v, "seccomp_file", false, false, &s->seccomp_file))
+        return 0;
+    if (s->seccomp_fd < 0) {
+        s->seccomp_fd = SECCOMP_FD_DEFAULT;
+    } else if (s->seccomp_fd > SECCOMP_FD_REDIRECT_MAX) {
+        return fail_got(L, get_field(L, idx, "seccomp_fd"), "seccomp_fd",
+                        "must be 3..9 with seccomp_file: the wrap() line "
+                        "opens the file with a redirection N<, and a POSIX "
+                        "shell reads one digit there");
+    }
     return 1;
 }
 
@@ -421,7 +448,7 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
         s->tty = lua_toboolean(L, v);
     }
 
-    if (!read_seccomp_fd(L, idx, s))
+    if (!read_seccomp_fd(L, idx, s) || !read_seccomp_file(L, idx, s))
         return 0;
 
     if (s->mode == MODE_BWRAP && s->deny && !s->proxy_socket)

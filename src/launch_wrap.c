@@ -5,6 +5,14 @@
  * builder marked as a token: `$HOME`, emitted as "$HOME", and docker's user
  * `$(id -u):$(id -g)`, emitted as "$(id -u):$(id -g)". Both are fixed
  * strings written by this module, never taken from the spec.
+ *
+ * A bwrap spec with seccomp_file gets one more word at the end, a
+ * redirection: ` N<'path'`, path single-quoted like every element (it can
+ * hold no token: the $HOME form is refused). The line is one simple
+ * command, bwrap's, so the redirection applies to bwrap wherever a caller
+ * puts the line (`exec <line>`, `bash -c <line>`, after a loop that closes
+ * descriptors); running it opens the file on N for bwrap, and the argv is
+ * still exactly the builder's: a redirection is not an argument.
  */
 #include "launch.h"
 
@@ -44,7 +52,7 @@ static void add_element(luaL_Buffer *b, const char *s, size_t len)
     }
 }
 
-void launch_push_wrapped(lua_State *L, int idx)
+void launch_push_wrapped(lua_State *L, int idx, const struct launch_spec *s)
 {
     idx = lua_absindex(L, idx);
     lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
@@ -54,11 +62,18 @@ void launch_push_wrapped(lua_State *L, int idx)
         size_t len;
         lua_rawgeti(L, idx, i);
         /* the element sits above the buffer: copy it out first */
-        const char *s = lua_tolstring(L, -1, &len);
+        const char *e = lua_tolstring(L, -1, &len);
         lua_pop(L, 1); /* still referenced by the table at idx */
         if (i > 1)
             luaL_addchar(&b, ' ');
-        add_element(&b, s, len);
+        add_element(&b, e, len);
+    }
+    if (s->mode == MODE_BWRAP && s->seccomp_file) {
+        /* one digit: the spec reader refuses more with seccomp_file */
+        luaL_addchar(&b, ' ');
+        luaL_addchar(&b, (char)('0' + s->seccomp_fd));
+        luaL_addchar(&b, '<');
+        add_single_quoted(&b, s->seccomp_file, strlen(s->seccomp_file));
     }
     luaL_pushresult(&b);
 }
