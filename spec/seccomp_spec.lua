@@ -5,6 +5,7 @@
 -- terminal (script(1)), outside any sandbox and inside bwrap with the filter.
 local helpers = require("helpers")
 local cli = require("support.cli")
+local tty = require("support.tty")
 local isolation = require("isolation")
 
 local AUDIT = {
@@ -15,10 +16,7 @@ local RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050000 | 1 -- SECCOMP_RET_ERRNO | E
 
 local TIOCSTI, TIOCLINUX, TIOCGWINSZ = 0x5412, 0x541C, 0x5413
 
-local function machine()
-  local _, out = helpers.run("uname -m")
-  return (out:gsub("%s+$", ""))
-end
+local machine = tty.machine
 
 -- The family whose ABIs the filter of this build must know.
 local function family()
@@ -131,82 +129,9 @@ describe("tty_seccomp_filter", function()
   end)
 end)
 
--- The probe that runs at a terminal: perl tries the ioctls on its stdin (the
--- terminal), and prints one line per attempt. $1: the ioctl syscall number
--- of this machine for the high-bits attempt (perl's own ioctl() truncates
--- the request to 32 bits before the kernel could), or empty to skip it.
-local PROBE_PL = [[
-my $nr = shift;
-my $c = "x";
-print "STI: ", (ioctl(STDIN, 0x5412, $c) ? "INJECTED" : "refused: $!"), "\n";
-if ($nr) {
-  $c = "x";
-  print "HIGH: ", (syscall($nr, 0, 0x100005412, $c) == -1 ? "refused: $!" : "INJECTED"), "\n";
-} else {
-  print "HIGH: skipped\n";
-}
-$c = "\x0c";
-print "LINUX: ", (ioctl(STDIN, 0x541C, $c) ? "accepted" : "refused: $!"), "\n";
-]]
-
-local PROBE_SH = [[
-export LC_ALL=C
-perl probe.pl "$1"
-if size=$(stty size); then echo "WINSZ: ok $size"; else echo "WINSZ: failed"; fi
-# in a child that inherited what this bash inherited (bash's own 255, the
-# script file, is close-on-exec); the glob's directory descriptor is closed
-# by the time -e looks
-sh -c 'if [ -e /proc/$$/fd/3 ]; then echo "FD3: open"; else echo "FD3: closed"; fi
-for f in /proc/$$/fd/*; do n=${f##*/}; [ -e "$f" ] && [ "$n" -gt 2 ] && echo "LEAK: $n"; done'
-echo "DONE: ok"
-]]
-
-local IOCTL_NR = { x86_64 = 16, aarch64 = 29 }
-
-local function have_script()
-  if helpers.run("command -v script") ~= 0 then
-    io.stderr:write("SKIP (terminal): script(1) is not installed\n")
-    return false
-  end
-  return true
-end
-
--- Runs `line` (a shell line, run by script's sh) at a new terminal in
--- `dir`; returns the probe's answers as a table, and the whole output.
-local function at_terminal(line, dir)
-  local p = cli.spawn({ "script", "-qec", line, "/dev/null" }, { cwd = dir, env = { "TMPDIR=" .. dir } })
-  local status, out, err = p.wait(60)
-  out = out:gsub("\r", "")
-  local answers = {}
-  for key, value in out:gmatch("(%u+%d?): ([^\n]*)") do
-    if answers[key] then answers[key] = answers[key] .. "," .. value else answers[key] = value end
-  end
-  return answers, ("status %s, out %q, err %q"):format(tostring(status), out, err)
-end
-
-local function write_probe(dir)
-  helpers.write(dir .. "/probe.pl", PROBE_PL)
-  helpers.write(dir .. "/probe.sh", PROBE_SH)
-end
-
-local function probe_args()
-  local nr = IOCTL_NR[machine()]
-  if not nr then io.stderr:write("SKIP (high-bits request): no ioctl number known for " .. machine() .. "\n") end
-  return nr and tostring(nr) or ""
-end
-
-local EPERM = "refused: Operation not permitted"
-
--- What the filter must give inside a sandbox.
-local function assert_refused(a, all)
-  assert.are.equal(EPERM, a.STI, all)
-  if a.HIGH ~= "skipped" then assert.are.equal(EPERM, a.HIGH, all) end
-  -- EPERM, not what the pty driver says (ENOTTY): the filter answered first
-  assert.are.equal(EPERM, a.LINUX, all)
-  assert.truthy((a.WINSZ or ""):match("^ok %d+ %d+$"), all)
-  assert.are.equal("closed", a.FD3, all)
-  assert.are.equal("ok", a.DONE, all)
-end
+local have_script, at_terminal, write_probe, probe_args = tty.have_script, tty.at_terminal, tty.write_probe,
+  tty.probe_args
+local assert_refused, EPERM = tty.assert_refused, tty.EPERM
 
 describe("TIOCSTI and TIOCLINUX at a real terminal", function()
   local tmp
