@@ -164,6 +164,32 @@ describe("TIOCSTI and TIOCLINUX at a real terminal", function()
     assert_refused(a, all)
   end)
 
+  it("through wrap() with seccomp_file (the line opens it itself): refused with EPERM; without: injected", function()
+    if helpers.skip_without_bwrap() or not have_script() then return end
+    write_probe(tmp)
+    -- a name the line must quote; the line is exec'd as it is by script's sh
+    local file = tmp .. "/tty seccomp 'filter'.bpf"
+    helpers.write(file, isolation.tty_seccomp_filter())
+    local spec = { config = { mode = "bwrap", network = "allow" }, workdir = tmp,
+      command = "bash probe.sh " .. probe_args() }
+    -- control: the same line without the file
+    local a, all = at_terminal("exec " .. assert(isolation.wrap(spec)), tmp)
+    assert.are.equal("ok", a.DONE, all)
+    if a.STI == "INJECTED" then
+      assert.are_not.equal(EPERM, a.LINUX, all)
+    else
+      io.stderr:write("SKIP (control): this kernel refuses TIOCSTI by itself (" .. tostring(a.STI) .. ")\n")
+    end
+    for _, fd in ipairs({ false, 9 }) do
+      spec.seccomp_file, spec.seccomp_fd = file, fd or nil
+      a, all = at_terminal("exec " .. assert(isolation.wrap(spec)), tmp)
+      -- FD3 closed: bwrap read the file to EOF and closed the descriptor
+      assert_refused(a, all)
+      -- the same for 9 (other descriptors the spec runner leaks are the launcher's to close)
+      for n in (a.LEAK or ""):gmatch("%d+") do assert.are_not.equal("9", n, all) end
+    end
+  end)
+
   for _, net in ipairs({ "allow", "deny" }) do
     it("through isolate --network " .. net .. ": refused with EPERM; only 0, 1 and 2 inside", function()
       if helpers.skip_without_bwrap() or not have_script() then return end
