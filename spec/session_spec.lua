@@ -1,6 +1,7 @@
 local uv = require("luv")
 local helpers = require("helpers")
 local glue = require("support.glue")
+local tty = require("support.tty")
 local upstream = require("support.upstream")
 local isolation = require("isolation")
 local policy = require("isolation.policy")
@@ -581,6 +582,199 @@ describe("session proxies", function()
     assert.same({}, glue.sockets(f.dir))
     for i = 1, N do assert.is_false(glue.alive(list[i].handle)) end
     assert_fds(fds)
+  end)
+end)
+
+describe("session TTY seccomp filter", function()
+  local f
+  setup(pin_proxy_thread)
+  teardown(unpin_proxy_thread)
+  after_each(function() if f then cleanup(f) end f = nil end)
+
+  local function inode(path)
+    local st = uv.fs_lstat(path)
+    return st and st.ino
+  end
+
+  -- A manager whose launcher runs the line at a real terminal, as a tmux
+  -- pane would, and waits for the probe's answers (s.handle.answers).
+  local function pty_fixture()
+    local fx = fixture({
+      launcher = function(cmdline)
+        local a, all = tty.at_terminal("exec " .. cmdline, f.work)
+        return { answers = a, all = all }
+      end,
+      alive = function() return false end,
+      stop = function() end,
+    })
+    tty.write_probe(fx.work)
+    return fx
+  end
+
+  local function probe_launch(mgr, id, network)
+    f.up = f.up or upstream.start()
+    return assert(mgr:launch({ id = id, isolation = { mode = "bwrap", network = network }, workdir = f.work,
+      command = "bash probe.sh " .. tty.probe_args(), hook_url = "http://127.0.0.1:" .. f.up.http_port .. "/hook" }))
+  end
+
+  it("keeps the filter in runtime_dir, 0600, and a local bwrap launch's line opens it", function()
+    f = fixture()
+    local path = f.dir .. "/tty-seccomp.bpf"
+    assert.equal(path, f.mgr.seccomp_file)
+    assert.equal("file", uv.fs_lstat(path).type)
+    assert.equal(384, mode_of(path))
+    assert.equal(isolation.tty_seccomp_filter(), helpers.read(path))
+    f.bare = "sleep 30"
+    for _, target in ipairs({ "local", { kind = "local" } }) do
+      for _, network in ipairs({ "allow", "deny" }) do
+        local s = assert(f.mgr:launch({ id = "s-" .. network, isolation = { mode = "bwrap", network = network },
+          target = target, workdir = f.work, command = "sleep 30" }))
+        assert.truthy(f.cmdline:find(" '--seccomp' '3' '--' 'bash' '-c' ", 1, true), f.cmdline)
+        local redirect = " 3<" .. shq(path)
+        assert.equal(redirect, f.cmdline:sub(-#redirect))
+        assert.equal(s.cmdline, f.cmdline)
+        assert(f.mgr:kill(s.id))
+      end
+    end
+  end)
+
+  it("a launch at a real terminal cannot type into it (allow and deny); without the filter it could", function()
+    if helpers.skip_without_bwrap() or not tty.have_script() then return end
+    f = pty_fixture()
+    for _, network in ipairs({ "allow", "deny" }) do
+      local s = probe_launch(f.mgr, "p-" .. network, network)
+      tty.assert_refused(s.handle.answers, s.handle.all)
+      assert.equal(1, f.mgr:poll())
+    end
+    -- control: the same session's line without its last word, the redirection,
+    -- and without --seccomp: the terminal takes the keystroke
+    local s = f.mgr:get("p-allow")
+    local line = s.cmdline:gsub(" 3<'[^']*'$", ""):gsub(" '%-%-seccomp' '3'", "")
+    assert.is_nil(line:find("seccomp", 1, true))
+    local a, all = tty.at_terminal("exec " .. line, f.work)
+    assert.equal("ok", a.DONE, all)
+    if a.STI == "INJECTED" then
+      assert.are_not.equal(tty.EPERM, a.LINUX, all)
+    else
+      io.stderr:write("SKIP (control): this kernel refuses TIOCSTI by itself (" .. tostring(a.STI) .. ")\n")
+    end
+  end)
+
+  it("recover leaves the file; close leaves it; a second manager on the same directory keeps it and works", function()
+    if helpers.skip_without_bwrap() or not tty.have_script() then return end
+    f = pty_fixture()
+    local path = f.mgr.seccomp_file
+    local ino = inode(path)
+    assert.equal(0, session.recover(f.dir))
+    assert.equal(ino, inode(path))
+    assert.equal(isolation.tty_seccomp_filter(), helpers.read(path))
+    local s = probe_launch(f.mgr, "one", "allow")
+    tty.assert_refused(s.handle.answers, s.handle.all)
+    assert.is_true(f.mgr:close())
+    assert.equal(ino, inode(path))
+    -- a second manager: recover runs again, the file is the same file
+    local first = f.mgr
+    f.mgr = assert(session.manager({ runtime_dir = f.dir, launcher = first._launcher, alive = first._alive }))
+    assert.equal(path, f.mgr.seccomp_file)
+    assert.equal(ino, inode(path))
+    s = probe_launch(f.mgr, "two", "allow")
+    tty.assert_refused(s.handle.answers, s.handle.all)
+    assert.equal(ino, inode(path))
+    assert.equal(384, mode_of(path))
+    -- nothing else was left in the directory: no temporary file
+    local code, listing = helpers.run("ls -A " .. shq(f.dir))
+    assert.equal(0, code)
+    assert.equal("tty-seccomp.bpf\n", listing)
+  end)
+
+  it("replaces a file that is wrong (content, mode, a symlink) or gone, in one rename", function()
+    f = fixture()
+    f.bare = "sleep 30"
+    local path = f.mgr.seccomp_file
+    local prog = isolation.tty_seccomp_filter()
+    local function launch_once()
+      local s = assert(f.mgr:launch({ id = "r", isolation = { mode = "bwrap" }, workdir = f.work,
+        command = "sleep 30" }))
+      assert(f.mgr:kill("r"))
+      return s
+    end
+    local breakers = {
+      function() helpers.write(path, prog:sub(1, 8)) end,            -- half a program
+      function() helpers.write(path, ("\0"):rep(#prog)) end,         -- same size, other bytes
+      function() uv.fs_chmod(path, 420) end,                          -- 0644
+      function() uv.fs_unlink(path) end,                              -- gone
+      function()                                                      -- a symlink to a right-looking file
+        helpers.write(f.root .. "/elsewhere.bpf", prog)
+        uv.fs_chmod(f.root .. "/elsewhere.bpf", 384)
+        uv.fs_unlink(path)
+        assert(uv.fs_symlink(f.root .. "/elsewhere.bpf", path))
+      end,
+    }
+    for i, breaker in ipairs(breakers) do
+      breaker()
+      launch_once()
+      local st = uv.fs_lstat(path)
+      assert.equal("file", st.type, "case " .. i)
+      assert.equal(384, mode_of(path), "case " .. i)
+      assert.equal(prog, helpers.read(path), "case " .. i)
+    end
+    assert.equal(prog, helpers.read(f.root .. "/elsewhere.bpf")) -- the symlink's target untouched
+    -- a right file is not rewritten
+    local ino = inode(path)
+    launch_once()
+    assert.equal(ino, inode(path))
+    local code, listing = helpers.run("ls -A " .. shq(f.dir))
+    assert.equal(0, code)
+    assert.equal("tty-seccomp.bpf\n", listing)
+  end)
+
+  it("a filter file that cannot be put in place fails the launch before anything starts", function()
+    f = fixture()
+    local fds = helpers.fd_count()
+    local path = f.mgr.seccomp_file
+    -- a directory in its place: no rename can replace it (not even root's)
+    assert(uv.fs_unlink(path))
+    assert(uv.fs_mkdir(path, 448))
+    helpers.write(path .. "/keep", "x")
+    local s, err = f.mgr:launch({ id = "s1", isolation = { mode = "bwrap", network = "deny" }, workdir = f.work,
+      command = "sleep 30" })
+    assert.is_nil(s)
+    assert.matches("cannot install the TTY seccomp filter", err, 1, true)
+    assert.equal(0, f.launches)
+    assert.is_nil(f.mgr:get("s1"))
+    assert.same({}, glue.sockets(f.dir))
+    assert_fds(fds)
+    local code, listing = helpers.run("ls -A " .. shq(f.dir))
+    assert.equal(0, code)
+    assert.equal("tty-seccomp.bpf\n", listing) -- the temporary file is gone
+    assert.equal("x", helpers.read(path .. "/keep"))
+    -- gone: the next launch writes it
+    helpers.rmtree(path)
+    f.bare = "sleep 30"
+    assert(f.mgr:launch({ id = "s1", isolation = { mode = "bwrap" }, workdir = f.work, command = "sleep 30" }))
+    assert.equal(isolation.tty_seccomp_filter(), helpers.read(path))
+  end)
+
+  it("leaves it out where the line does not run here (ssh), and for docker and mode \"\"", function()
+    f = fixture()
+    f.bare = "true"
+    f.force_bare = true
+    local cases = {
+      { "ssh", { mode = "bwrap", network = "allow" } },
+      { { kind = "ssh", host = "agent.example.com" }, { mode = "bwrap", network = "allow" } },
+      { "local", { mode = "docker", network = "allow" } },
+      { "ssh", { mode = "docker", network = "allow" } },
+      { "local", { mode = "" } },
+      { "pct", { mode = "" } },
+    }
+    for i, case in ipairs(cases) do
+      local s = assert(f.mgr:launch({ id = "n" .. i, isolation = case[2], target = case[1], workdir = f.work,
+        command = "true", tty = false }))
+      assert.is_nil(f.cmdline:find("seccomp", 1, true), f.cmdline)
+      assert.is_nil(f.cmdline:find("tty-seccomp.bpf", 1, true), f.cmdline)
+      assert.is_nil(f.cmdline:find(" %d<'"), f.cmdline)
+      assert(f.mgr:kill(s.id))
+    end
   end)
 end)
 

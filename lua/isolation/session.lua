@@ -6,6 +6,11 @@
 -- poll, a launcher that fails, close) tears the proxy down exactly once and
 -- removes its socket, and recover() cleans up after a manager that died
 -- without doing so (the sockets of a killed process stay on disk, dead).
+--
+-- A local bwrap launch also gets the TTY seccomp filter (no TIOCSTI, no
+-- TIOCLINUX): the manager keeps isolation.tty_seccomp_filter() in a file of
+-- the runtime directory, and the launch line opens it for bwrap
+-- (seccomp_file), since a launcher gets a command line, not a descriptor.
 local uv = require("luv")
 local cjson = require("cjson")
 local isolation = require("isolation")
@@ -108,6 +113,58 @@ local function check_runtime_dir(dir)
 end
 
 ------------------------------------------------------------------------------
+-- The TTY seccomp filter file
+
+-- In runtime_dir, beside the sockets; recover() leaves it (not a socket).
+local FILTER_NAME = "tty-seccomp.bpf"
+
+-- Is the file at path this user's regular file, 0600, holding exactly prog?
+-- lstat first: a fifo there would block the open, a symlink is not ours.
+local function filter_current(path, prog)
+  local st = uv.fs_lstat(path)
+  if not st or st.type ~= "file" or st.uid ~= uv.getuid() or int(st.mode) & 511 ~= 384
+    or st.size ~= #prog then
+    return false
+  end
+  local fd = uv.fs_open(path, "r", 0)
+  if not fd then return false end
+  local fst = uv.fs_fstat(fd)
+  local data = uv.fs_read(fd, #prog + 1, 0)
+  uv.fs_close(fd)
+  return fst ~= nil and fst.ino == st.ino and fst.dev == st.dev and data == prog
+end
+
+-- Makes <dir>/tty-seccomp.bpf hold the filter, 0600, and returns its path.
+-- A file already right is kept (a second manager on the same directory, a
+-- launch line still waiting in a shell, read the same bytes); otherwise the
+-- program goes to a temporary name of this process and is renamed over the
+-- old one, so that a line being run reads either the old file or the whole
+-- new one, never half a program.
+local function ensure_filter(dir)
+  local path = dir .. "/" .. FILTER_NAME
+  local prog = isolation.tty_seccomp_filter()
+  if filter_current(path, prog) then return path end
+  local tmp = string.format("%s/.%s.%d.%s.tmp", dir, FILTER_NAME, int(uv.os_getpid()),
+    ((uv.random(6) or ""):gsub(".", function(c) return string.format("%02x", c:byte()) end)))
+  local function fail(what, err)
+    uv.fs_unlink(tmp)
+    return nil, "isolation: runtime_dir: cannot " .. what .. " the TTY seccomp filter " .. show(path)
+      .. " (" .. tostring(err) .. ")"
+  end
+  local fd, err = uv.fs_open(tmp, "wx", 384) -- O_CREAT | O_EXCL: never someone else's file
+  if not fd then return nil, "isolation: runtime_dir: cannot write " .. show(tmp) .. " (" .. tostring(err) .. ")" end
+  local n, werr = uv.fs_write(fd, prog, 0)
+  local ok, cerr = uv.fs_fchmod(fd, 384) -- exactly 0600, whatever the umask made it
+  uv.fs_close(fd)
+  if n ~= #prog then return fail("write", werr or "short write") end
+  if not ok then return fail("write", cerr) end
+  ok, err = uv.fs_rename(tmp, path)
+  if not ok then return fail("install", err) end
+  return path
+end
+M._ensure_filter = ensure_filter
+
+------------------------------------------------------------------------------
 -- Recovery
 
 -- Is somebody listening on the unix socket at path? A real connect. When
@@ -208,8 +265,11 @@ function M.manager(opts)
   ok, err = ensure_dir(dir)
   if not ok then return nil, err end
   M.recover(dir)
+  local filter
+  filter, err = ensure_filter(dir)
+  if not filter then return nil, err end
   local self = setmetatable({
-    runtime_dir = dir,
+    runtime_dir = dir, seccomp_file = filter,
     _launcher = opts.launcher, _alive = opts.alive, _stop = opts.stop, _on_end = opts.on_end, _logf = opts.log,
     _loop = opts.loop,
     _sessions = {}, _order = {}, _starting = {}, _closed = false,
@@ -257,6 +317,10 @@ local function allowlist(agent, hook_url, cfg)
     end
   end
   return out
+end
+
+local function is_local(target)
+  return target == "local" or (type(target) == "table" and target.kind == "local")
 end
 
 local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_binds", "ca_cert",
@@ -350,6 +414,12 @@ function Manager:launch(req)
       end
     end
     spec.proxy_socket = path
+  end
+  -- No TIOCSTI: the line opens the filter file for bwrap. Only where the
+  -- line runs on this machine: an ssh target has no such file.
+  if cfg.mode == "bwrap" and is_local(target) then
+    spec.seccomp_file, err = ensure_filter(self.runtime_dir)
+    if not spec.seccomp_file then return nil, err end
   end
   -- wrap() is pure: build the command line before anything starts.
   local cmdline
