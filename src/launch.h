@@ -44,8 +44,8 @@ void launch_push_display(lua_State *L, const char *s);
 #define SECCOMP_FD_MAX 1023
 /*
  * seccomp_file: the descriptor wrap() opens it on when seccomp_fd is not
- * given, and the highest one it can open: POSIX shells (dash, zsh) read a
- * single digit before `<`; `15<f` would be the word 15 and `<f`.
+ * given, and the highest one it can open: POSIX requires a shell to read
+ * only one digit before `<`, and dash reads `15<f` as the word 15 and `<f`.
  */
 #define SECCOMP_FD_DEFAULT 3
 #define SECCOMP_FD_REDIRECT_MAX 9

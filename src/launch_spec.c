@@ -273,9 +273,9 @@ static int read_seccomp_fd(lua_State *L, int idx, struct launch_spec *s)
  * descriptor (seccomp_fd, else 3) with a redirection. The host's shell
  * reads it, so: an absolute path, never the $HOME token (the same rules as
  * ca_cert; under /dev or /proc it could be the terminal, which bwrap would
- * read until EOF). The descriptor must be one digit: a POSIX shell reads
- * `15<f` as the word 15 and a redirection of stdin. Accepted in every
- * mode, used by bwrap only.
+ * read until EOF). The descriptor must be one digit: a POSIX shell need
+ * read no more there, and dash reads `15<f` as the word 15 and a
+ * redirection of stdin. Accepted in every mode, used by bwrap only.
  */
 static int read_seccomp_file(lua_State *L, int idx, struct launch_spec *s)
 {
@@ -290,7 +290,8 @@ static int read_seccomp_file(lua_State *L, int idx, struct launch_spec *s)
         return fail_got(L, get_field(L, idx, "seccomp_fd"), "seccomp_fd",
                         "must be 3..9 with seccomp_file: the wrap() line "
                         "opens the file with a redirection N<, and a POSIX "
-                        "shell reads one digit there");
+                        "shell need read only one digit there (dash "
+                        "does)");
     }
     return 1;
 }
