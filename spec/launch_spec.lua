@@ -184,6 +184,50 @@ describe("bwrap_argv", function()
     assert.is_true(index_of(argv, "--chdir", "/tmp/work/project") > git)
   end)
 
+  it("puts a read-only $HOME/ bind after an absolute read-write one, whatever $HOME's depth", function()
+    -- /a/b/c/d/ws is deeper than $HOME/ws/.git counted as /home/<user>/ws/.git,
+    -- but with HOME=/a/b/c/d the read-only .git is inside it: it must come after
+    local spec = { workdir = "/a/b/c/d/ws", command = "c", ro_binds = { "$HOME/ws/.git" },
+      binds = { "$HOME/cache" } }
+    local argv = assert(isolation.bwrap_argv(spec))
+    local work = index_of(argv, "--bind", "/a/b/c/d/ws", "/a/b/c/d/ws")
+    local git = index_of(argv, "--ro-bind", "$HOME/ws/.git", "$HOME/ws/.git")
+    assert.is_true(git > work)
+    -- and an absolute read-only bind after a $HOME/ read-write one
+    argv = assert(isolation.bwrap_argv({ workdir = "/w", command = "c", binds = { "$HOME/a/b/c/src" },
+      ro_binds = { "/srv/u/src/.git" } }))
+    assert.is_true(index_of(argv, "--ro-bind", "/srv/u/src/.git", "/srv/u/src/.git")
+      > index_of(argv, "--bind", "$HOME/a/b/c/src", "$HOME/a/b/c/src"))
+    -- nesting it can see is still parents first: read-only outside, read-write inside
+    argv = assert(isolation.bwrap_argv({ workdir = "/srv/repo/out", command = "c", ro_binds = { "/srv/repo" } }))
+    assert.is_true(index_of(argv, "--bind", "/srv/repo/out", "/srv/repo/out")
+      > index_of(argv, "--ro-bind", "/srv/repo", "/srv/repo"))
+  end)
+
+  it("refuses mounts whose order would depend on where $HOME is, in every builder", function()
+    -- /srv/repo (ro) holds /srv/repo/out (rw); $HOME/data (ro) holds
+    -- $HOME/data/tmp (rw); each rw must precede the other pair's ro: a cycle
+    local spec = { workdir = "/w", command = "c", ro_binds = { "/srv/repo", "$HOME/data" },
+      binds = { "/srv/repo/out", "$HOME/data/tmp" } }
+    local before = deep_copy(spec)
+    for _, f in ipairs({ "bwrap_argv", "argv", "wrap", "dry_run" }) do
+      local s = deep_copy(spec)
+      s.config = { mode = "bwrap" }
+      local out, err = isolation[f](s)
+      assert.is_nil(out, f)
+      assert.matches("read%-write", err)
+      assert.matches("read%-only", err)
+      assert.matches("depends on %$HOME", err)
+      assert.matches("both as %$HOME/ paths or both as absolute", err)
+      assert.truthy(err:find("binds \"", 1, true), err)
+    end
+    assert.are.same(before, spec)
+    -- docker orders its own mounts: the same spec builds there
+    local d = deep_copy(spec)
+    d.config = { mode = "docker" }
+    assert.truthy(isolation.docker_argv(d))
+  end)
+
   it("takes the tier from the builder: bwrap_argv of a docker or empty config still builds bwrap", function()
     local a = assert(isolation.bwrap_argv({ config = { mode = "docker" }, workdir = "/w", command = "c" }))
     local b = assert(isolation.bwrap_argv({ workdir = "/w", command = "c" }))

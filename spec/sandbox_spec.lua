@@ -149,6 +149,23 @@ describe("real bwrap sandbox", function()
     assert.are.equal("read only\n", helpers.read(T .. "/extra/ro.txt"))
   end)
 
+  it("a read-only $HOME/ bind inside an absolute workdir stays read-only with a deep $HOME", function()
+    -- $HOME six levels down: a builder that counted $HOME as /home/<user>
+    -- put .git before the workdir, whose read-write bind then covered it
+    local deep = T .. "/deep/a/b/u"
+    assert(os.execute("mkdir -p " .. q(deep .. "/ws/.git")))
+    helpers.write(deep .. "/ws/.git/config", "[core]\n")
+    local line = assert(isolation.wrap({ config = { mode = "bwrap" }, workdir = deep .. "/ws",
+      ro_binds = { "$HOME/ws/.git" },
+      command = "echo w > w.txt && cat .git/config >/dev/null && ! echo x 2>/dev/null >> .git/config"
+        .. " && ! echo x 2>/dev/null > .git/hook" }))
+    local code, _, err = support.run_line(line, deep)
+    assert.are.equal(0, code, err)
+    assert.are.equal("w\n", helpers.read(deep .. "/ws/w.txt"))
+    assert.are.equal("[core]\n", helpers.read(deep .. "/ws/.git/config"))
+    assert.is_nil(helpers.read(deep .. "/ws/.git/hook"))
+  end)
+
   it("a path full of shell syntax is bound and used as it is", function()
     local odd = T .. "/it's a $(dir) `x` \"q\" *"
     assert(os.execute("mkdir -p " .. q(odd)))

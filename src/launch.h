@@ -119,6 +119,12 @@ struct mount {
 /* The bwrap mounts in the order they are given to bwrap. */
 size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out);
 
+/*
+ * 1, or 0 with a message pushed when the caller's mounts cannot be ordered
+ * so that each keeps its mode wherever $HOME turns out to be.
+ */
+int launch_bwrap_check_order(lua_State *L, const struct launch_spec *s);
+
 /* Pushes the internal argv (markers for tokens) of each builder. */
 void launch_push_bwrap(lua_State *L, const struct launch_spec *s);
 void launch_push_docker(lua_State *L, const struct launch_spec *s);

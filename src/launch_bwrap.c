@@ -11,13 +11,13 @@
 #include "isolation.h"
 #include "launch.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 /*
- * Components of a path. "$HOME/..." paths count $HOME as two components
- * (/home/<user>): exact for two $HOME paths, and for a literal path under a
- * home directory of that usual shape. Only the relative order of nested
- * paths matters.
+ * Components of a path, counting $HOME as two (/home/<user>). Only a
+ * preference among mounts that no rule below orders: parents first, given
+ * order kept, as the mounts read.
  */
 static int path_depth(const char *p)
 {
@@ -32,11 +32,151 @@ static int path_depth(const char *p)
     return depth;
 }
 
+static bool is_home_token(const char *p)
+{
+    return strncmp(p, "$HOME/", 6) == 0;
+}
+
+/* Length without one trailing slash. */
+static size_t trimmed_len(const char *p)
+{
+    size_t n = strlen(p);
+    return n > 1 && p[n - 1] == '/' ? n - 1 : n;
+}
+
+/* a is b, or a directory above it; both in the same frame ($HOME or /). */
+static bool at_or_above(const char *a, const char *b)
+{
+    size_t la = trimmed_len(a), lb = trimmed_len(b);
+    if (la > lb || strncmp(a, b, la) != 0)
+        return false;
+    return la == lb || b[la] == '/' || (la == 1 && a[0] == '/');
+}
+
+/*
+ * Whether user mount a (at index ia) must come before b. Between two $HOME
+ * paths, or two absolute ones, nesting is known: the outer first (the same
+ * path twice: the given order). Between a $HOME path and an absolute one it
+ * is not: it depends on where $HOME is at run time (/root, /home/u,
+ * /srv/ci/home/u), which a pure builder cannot know. There the read-only one
+ * goes last, so that whichever of the two turns out to be inside the other,
+ * nothing read-only is covered by something writable; the price, when the
+ * read-only one is the outer, is that the writable one inside it is
+ * read-only too (the safe way to be wrong). Two of the same mode need no
+ * order: nested binds at their own paths show the same host files.
+ */
+static bool must_precede(const struct mount *a, size_t ia,
+                         const struct mount *b, size_t ib)
+{
+    bool ha = is_home_token(a->path), hb = is_home_token(b->path);
+    if (ha == hb) {
+        const char *pa = a->path + (ha ? 5 : 0), *pb = b->path + (hb ? 5 : 0);
+        if (at_or_above(pa, pb) && at_or_above(pb, pa))
+            return ia < ib;
+        return at_or_above(pa, pb);
+    }
+    return a->kind == MOUNT_RW && b->kind == MOUNT_RO;
+}
+
+/*
+ * Orders the user mounts m[0..n) by must_precede, preferring, among those
+ * free to go next, the shallower and then the earlier given (the order
+ * without any $HOME question). False when the rules contradict each other
+ * (a cycle through two $HOME/absolute pairs); *x and *y then name a pair of
+ * that cycle and m is left as it was.
+ */
+static bool order_user_mounts(struct mount *m, size_t n, size_t *x, size_t *y)
+{
+    struct mount orig[LAUNCH_MAX_MOUNTS], res[LAUNCH_MAX_MOUNTS];
+    unsigned indeg[LAUNCH_MAX_MOUNTS];
+    bool placed[LAUNCH_MAX_MOUNTS] = {false};
+    memcpy(orig, m, n * sizeof *m);
+    for (size_t b = 0; b < n; b++) {
+        indeg[b] = 0;
+        for (size_t a = 0; a < n; a++)
+            if (a != b && must_precede(&orig[a], a, &orig[b], b))
+                indeg[b]++;
+    }
+    for (size_t k = 0; k < n; k++) {
+        size_t best = n;
+        for (size_t i = 0; i < n; i++)
+            if (!placed[i] && indeg[i] == 0 &&
+                (best == n ||
+                 path_depth(orig[i].path) < path_depth(orig[best].path)))
+                best = i;
+        if (best == n) {
+            *x = *y = 0;
+            for (size_t a = 0; a < n; a++)
+                for (size_t b = 0; b < n; b++)
+                    if (!placed[a] && !placed[b] &&
+                        is_home_token(orig[a].path) !=
+                            is_home_token(orig[b].path) &&
+                        must_precede(&orig[a], a, &orig[b], b)) {
+                        *x = a;
+                        *y = b;
+                    }
+            return false;
+        }
+        placed[best] = true;
+        res[k] = orig[best];
+        for (size_t b = 0; b < n; b++)
+            if (!placed[b] && must_precede(&orig[best], best, &orig[b], b))
+                indeg[b]--;
+    }
+    memcpy(m, res, n * sizeof *m);
+    return true;
+}
+
 static void add(struct mount *out, size_t *n, enum mount_kind kind,
                 const char *path, const char *why)
 {
     out[*n] = (struct mount){kind, path, NULL, why};
     (*n)++;
+}
+
+/* The caller's mounts, in the given order: workdir, binds, ro_binds, ca_cert.
+ */
+static size_t user_mounts(const struct launch_spec *s, struct mount *out)
+{
+    size_t n = 0;
+    add(out, &n, MOUNT_RW, s->workdir, "workdir, start directory");
+    for (size_t i = 0; i < s->nbinds; i++)
+        add(out, &n, MOUNT_RW, s->binds[i], "binds");
+    for (size_t i = 0; i < s->nro_binds; i++)
+        add(out, &n, MOUNT_RO, s->ro_binds[i], "ro_binds");
+    if (s->ca_cert)
+        add(out, &n, MOUNT_RO, s->ca_cert, "ca_cert, single file");
+    return n;
+}
+
+/* The key a mount came from: the start of its description. */
+static void push_origin(lua_State *L, const struct mount *m)
+{
+    const char *comma = strchr(m->why, ',');
+    lua_pushlstring(L, m->why,
+                    comma ? (size_t)(comma - m->why) : strlen(m->why));
+    lua_pushliteral(L, " ");
+    launch_push_quoted(L, m->path, strlen(m->path));
+    lua_concat(L, 3);
+}
+
+int launch_bwrap_check_order(lua_State *L, const struct launch_spec *s)
+{
+    struct mount m[LAUNCH_MAX_MOUNTS];
+    size_t n = user_mounts(s, m), x, y;
+    if (order_user_mounts(m, n, &x, &y))
+        return 1;
+    push_origin(L, &m[x]);
+    push_origin(L, &m[y]);
+    lua_pushfstring(L,
+                    "isolation: %s (read-write) and %s (read-only) cannot "
+                    "both keep their modes in every place $HOME may be: with "
+                    "the other mounts, which of a $HOME/ path and an "
+                    "absolute path must come first depends on $HOME; give "
+                    "nested mounts both as $HOME/ paths or both as absolute "
+                    "paths",
+                    lua_tostring(L, -2), lua_tostring(L, -1));
+    return 0;
 }
 
 size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out)
@@ -56,25 +196,10 @@ size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out)
     for (const char *const *a = launch_agent_paths(s->agent); *a; a++)
         add(out, &n, MOUNT_RW_TRY, *a, "agent config, when present");
     size_t first = n;
-    add(out, &n, MOUNT_RW, s->workdir, "workdir, start directory");
-    for (size_t i = 0; i < s->nbinds; i++)
-        add(out, &n, MOUNT_RW, s->binds[i], "binds");
-    for (size_t i = 0; i < s->nro_binds; i++)
-        add(out, &n, MOUNT_RO, s->ro_binds[i], "ro_binds");
-    if (s->ca_cert)
-        add(out, &n, MOUNT_RO, s->ca_cert, "ca_cert, single file");
-
-    /* Stable insertion sort by depth: parents first, given order kept. */
-    for (size_t i = first + 1; i < n; i++) {
-        struct mount m = out[i];
-        int d = path_depth(m.path);
-        size_t j = i;
-        while (j > first && path_depth(out[j - 1].path) > d) {
-            out[j] = out[j - 1];
-            j--;
-        }
-        out[j] = m;
-    }
+    n += user_mounts(s, out + n);
+    size_t x, y;
+    /* a contradiction was refused by launch_bwrap_check_order already */
+    (void)order_user_mounts(out + first, n - first, &x, &y);
 
     if (s->deny) {
         out[n] = (struct mount){MOUNT_RW, s->proxy_socket,

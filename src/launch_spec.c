@@ -458,6 +458,8 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
                         "\"deny\" (the host path of the proxy's unix socket)");
     if (s->mode == MODE_DOCKER && !check_docker_duplicates(L, s))
         return 0;
+    if (s->mode == MODE_BWRAP && !launch_bwrap_check_order(L, s))
+        return 0;
     return 1;
 }
 
