@@ -417,7 +417,8 @@ describe("isolate", function()
     end
 
     it("config files: not JSON, not an object, an unknown key, a map for allow_hosts", function()
-      for _, text in ipairs({ "{nope", "[1, 2]", '{"mode": "bwrap", "colour": "red"}',
+      for _, text in ipairs({ "{nope", "[1, 2]", "[]", '{"mode": "bwrap", "colour": "red"}',
+        '{"mode": "bwrap", "network": "deny", "allow_hosts": {}}', '{"mode": "bwrap", "mode": "docker"}',
         '{"mode": "bwrap", "network": "deny", "allow_hosts": {"a": "example.com"}}',
         '{"mode": "", "network": "deny"}' }) do
         helpers.write(tmp .. "/c.json", text)

@@ -136,6 +136,9 @@ describe("policy.patch_project", function()
       "http://x" },
     { "allow_hosts as a map", '{"isolation": {"mode": "bwrap", "network": "deny", "allow_hosts": {"a": "b"}}}',
       "allow_hosts" },
+    { "allow_hosts as an empty map", '{"isolation": {"mode": "bwrap", "network": "deny", "allow_hosts": {}}}',
+      "allow_hosts must be an array of host patterns, not a map (got {})" },
+    { "isolation as an empty array", '{"isolation": []}', "isolation must be an object or null (got an array)" },
   }
   for _, case in ipairs(bad) do
     it("refuses " .. case[1] .. " and leaves the project untouched", function()
@@ -148,6 +151,12 @@ describe("policy.patch_project", function()
       assert.same(before, p)
     end)
   end
+
+  it("takes an empty Lua table for allow_hosts as the empty array it is", function()
+    local p = project_with(nil)
+    assert.equal(p, policy.patch_project(p, { isolation = { mode = "bwrap", network = "deny", allow_hosts = {} } }))
+    assert.same({ mode = "bwrap", network = "deny", allow_hosts = {} }, policy.project_default(p))
+  end)
 
   it("raises for a project that is not a table", function()
     assert.has_error(function() policy.patch_project("p1", {}) end)
