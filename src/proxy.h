@@ -37,6 +37,11 @@
 #define PROXY_DEFAULT_MAX_HEADER 32768
 #define PROXY_DEFAULT_MAX_CONN 16384
 #define PROXY_MAX_HEADER_LIMIT 65536
+/* TCP_DEFER_ACCEPT on the TCP listener, in seconds: the kernel hands a
+ * connection over at its first bytes, or after this long if none came.
+ * A connection handed over with nothing to read has waited this long
+ * already, and it counts against header_timeout (proxy_conn.c). */
+#define PROXY_DEFER_ACCEPT_S 1
 /* After an error reply: how long to drain the client before closing. */
 #define PROXY_LINGER_MS 2000
 /* Addresses kept from one lookup; the rest are ignored (and unchecked). */

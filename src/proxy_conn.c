@@ -1049,6 +1049,27 @@ static void on_timer(uv_timer_t *t)
 
 /* ---- accepting ---- */
 
+/* The first head's header_timeout, from accept. The TCP listener defers
+ * accept (TCP_DEFER_ACCEPT): the kernel hands a connection over at its
+ * first bytes, and then the head gets header_timeout from its first byte,
+ * like a kept-alive connection's next request; or, for a client that has
+ * said nothing, only after PROXY_DEFER_ACCEPT_S, which that client has
+ * spent already: its 408 comes header_timeout after it connected. */
+static uint64_t head_ms_at_accept(struct proxy *p, struct conn *c)
+{
+    uint64_t ms = p->opts.header_ms;
+    if (p->is_unix)
+        return ms;
+    uv_os_fd_t fd;
+    int unread = -1;
+    if (uv_fileno(&c->client.h, &fd) == 0 &&
+        ioctl(fd, FIONREAD, &unread) == 0 && unread == 0) {
+        uint64_t waited = (uint64_t)PROXY_DEFER_ACCEPT_S * 1000;
+        ms = ms > waited ? ms - waited : 0;
+    }
+    return ms;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct proxy *p = server->data;
@@ -1089,7 +1110,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     c->counted = true;
     p->nclients++;
-    conn_arm(c, p->opts.header_ms);
+    conn_arm(c, head_ms_at_accept(p, c));
     conn_update_reads(c);
 }
 

@@ -209,9 +209,10 @@ int proxy_listen_tcp(struct proxy *p, const char *spec, char *err,
     /* A proxy client always speaks first: the kernel hands a connection
      * over only once its first bytes are in, so accept and the first read
      * are one wakeup instead of two (denials per second measured 10 %
-     * higher). A client that stays silent is handed over after about a
-     * second all the same, and gets its 408 from header_timeout. */
-    int defer_s = 1;
+     * higher). A client that stays silent is handed over after the
+     * deferral all the same; on_connection takes the deferral off its
+     * header_timeout, so its 408 is not late. */
+    int defer_s = PROXY_DEFER_ACCEPT_S;
     setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s);
     if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 ||
         listen(fd, BACKLOG) != 0 ||
