@@ -453,6 +453,55 @@ describe("isolation.proxy options and lifetime", function()
     assert.has_error(function() isolation.proxy("127.0.0.1:0") end)
   end)
 
+  it("accepts listen only as exactly 127.0.0.1:PORT or [::1]:PORT, PORT canonical decimal", function()
+    local uv = require("luv")
+    local free = W.closed_port()
+    local function tasks()
+      local n, req = 0, assert(uv.fs_scandir("/proc/self/task"))
+      while uv.fs_scandir_next(req) do n = n + 1 end
+      return n
+    end
+    local refused = {
+      "127.0.0.2:0", "127.255.255.254:0", "127.1.2.3:" .. free, -- other loopback addresses
+      "127.0.0.1:0" .. free, "127.0.0.1:00", "127.0.0.1:00000", -- leading zeros
+      "127.0.0.1:+" .. free, "127.0.0.1:-1", "127.0.0.1:65536", "127.0.0.1:99999", "127.0.0.1:",
+      "127.0.0.1", "[::1]", ":0", "127.0.0.1:0 ", " 127.0.0.1:0", "127.0.0.1 :0", "127.0.0.1:0:0",
+      "127.0.0.1:0x50", "127.0.0.1:1e3", "127.0.0.1:0\0", "127.0.0.1.:0", "127.000.000.001:0",
+      "[0:0:0:0:0:0:0:1]:0", "[::0001]:0", "[0::1]:0", "[::ffff:127.0.0.1]:0", "::1:0", "[::1]:0" .. free,
+      "[::1]:65536", "localhost:0", "0.0.0.0:0",
+    }
+    for _, spec in ipairs(refused) do
+      local fds, threads = W.fd_count(), tasks()
+      local p, err = isolation.proxy({ allow = {}, listen = spec })
+      assert.is_nil(p, spec .. " was accepted")
+      assert.is_string(err)
+      local shown = spec:gsub("%z", "\\x00")
+      assert.truthy(err:find("^isolation: listen must be \"127%.0%.0%.1:PORT\" or \"%[::1%]:PORT\""),
+        "message does not say what is accepted: " .. err)
+      assert.truthy(err:find("0 to 65535", 1, true), "message does not give the port's range: " .. err)
+      assert.truthy(err:find('(got "' .. shown .. '")', 1, true), "message does not quote " .. spec .. ": " .. err)
+      assert.are.equal(fds, W.fd_count(), spec .. " left a descriptor open")
+      assert.are.equal(threads, tasks(), spec .. " left a thread running")
+    end
+    -- nothing bound: the free port is still free
+    local c = uv.new_tcp()
+    local result
+    c:connect("127.0.0.1", free, function(e) result = e or "connected" end)
+    assert.is_true(W.run_until(function() return result ~= nil end, 5))
+    c:close()
+    uv.run("nowait")
+    assert.matches("ECONNREFUSED", result)
+    -- a non-string: the same message, with what it held
+    local p, err = isolation.proxy({ allow = {}, listen = 8080 })
+    assert.is_nil(p)
+    assert.truthy(err:find("(got number 8080)", 1, true), err)
+    -- the accepted forms
+    for _, spec in ipairs({ "127.0.0.1:0", "127.0.0.1:" .. free }) do
+      local q = assert(isolation.proxy({ allow = {}, listen = spec }))
+      q:close()
+    end
+  end)
+
   it("says what it is, closes idempotently, and raises when used closed", function()
     local p = assert(isolation.proxy({ allow = {}, listen = "127.0.0.1:0" }))
     assert.matches("^isolation%.proxy %(127%.0%.0%.1:%d+%)$", tostring(p))

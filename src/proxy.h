@@ -275,7 +275,19 @@ void proxy_loop_kick(lua_State *L, struct proxy_loop *loop);
 /* proxy_listen.c */
 int proxy_listen_unix(struct proxy *p, const char *path, char *err,
                       size_t errcap);
-int proxy_listen_tcp(struct proxy *p, const char *spec, char *err,
+/* Message for a listen value proxy_listen_parse refuses ("(got ...)" is
+ * added by the caller). */
+#define PROXY_LISTEN_ACCEPTED                                                  \
+    "isolation: listen must be \"127.0.0.1:PORT\" or \"[::1]:PORT\", PORT "    \
+    "0 to 65535 in decimal without leading zeros (0: any free port)"
+/* listen's value, len bytes: exactly "127.0.0.1:PORT" or "[::1]:PORT".
+ * 0 with the address in *ss, -1 for anything else. */
+int proxy_listen_parse(const char *spec, size_t len,
+                       struct sockaddr_storage *ss, socklen_t *sslen);
+/* A TCP listener on an address from proxy_listen_parse (spec: its text,
+ * for messages). */
+int proxy_listen_tcp(struct proxy *p, const struct sockaddr_storage *addr,
+                     socklen_t addrlen, const char *spec, char *err,
                      size_t errcap);
 /* Removes our socket file (only if it is still the one we made). */
 void proxy_listen_unlink(struct proxy *p);

@@ -6,7 +6,7 @@
  * mode from the socket's inode). A socket file that nobody listens on is
  * replaced; a live one, anything that is not a socket, and a path too long
  * for sun_path are errors, and nothing is deleted then. TCP listens only on
- * loopback.
+ * 127.0.0.1 or ::1.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -130,15 +130,16 @@ void proxy_listen_unlink(struct proxy *p)
     p->unix_path[0] = '\0';
 }
 
-static int parse_port(const char *s, int *port)
+/* PORT: "0", or 1 to 5 digits without a leading zero, at most 65535. */
+static int parse_port(const char *s, size_t n, int *port)
 {
-    if (!*s || strlen(s) > 5)
+    if (n == 0 || n > 5 || (s[0] == '0' && n > 1))
         return -1;
     int v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
             return -1;
-        v = v * 10 + (*s - '0');
+        v = v * 10 + (s[i] - '0');
     }
     if (v > 65535)
         return -1;
@@ -146,51 +147,44 @@ static int parse_port(const char *s, int *port)
     return 0;
 }
 
-int proxy_listen_tcp(struct proxy *p, const char *spec, char *err,
+/* Exactly two spellings, compared byte for byte: no other 127.x address
+ * (a listener there is reachable by other names than the one the caller
+ * gave), no other spelling of ::1, no port with a leading zero (":0080"
+ * would bind port 80). */
+int proxy_listen_parse(const char *spec, size_t len,
+                       struct sockaddr_storage *ss, socklen_t *sslen)
+{
+    static const char v4[] = "127.0.0.1:", v6[] = "[::1]:";
+    const size_t n4 = sizeof v4 - 1, n6 = sizeof v6 - 1;
+    int port = -1;
+    memset(ss, 0, sizeof *ss);
+    if (len > n4 && memcmp(spec, v4, n4) == 0 &&
+        parse_port(spec + n4, len - n4, &port) == 0) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        s4->sin_port = htons((uint16_t)port);
+        *sslen = sizeof *s4;
+        return 0;
+    }
+    if (len > n6 && memcmp(spec, v6, n6) == 0 &&
+        parse_port(spec + n6, len - n6, &port) == 0) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_addr = in6addr_loopback;
+        s6->sin6_port = htons((uint16_t)port);
+        *sslen = sizeof *s6;
+        return 0;
+    }
+    return -1;
+}
+
+int proxy_listen_tcp(struct proxy *p, const struct sockaddr_storage *addr,
+                     socklen_t addrlen, const char *spec, char *err,
                      size_t errcap)
 {
-    char host[64];
-    const char *colon = strrchr(spec, ':');
-    int port = -1;
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    socklen_t sslen = 0;
-    bool ok = false;
-    if (colon && (size_t)(colon - spec) < sizeof host &&
-        parse_port(colon + 1, &port) == 0) {
-        size_t hl = (size_t)(colon - spec);
-        memcpy(host, spec, hl);
-        host[hl] = '\0';
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        char canon[64];
-        if (hl > 2 && host[0] == '[' && host[hl - 1] == ']') {
-            host[hl - 1] = '\0';
-            if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) == 1 &&
-                IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr)) {
-                s6->sin6_family = AF_INET6;
-                s6->sin6_port = htons((uint16_t)port);
-                sslen = sizeof *s6;
-                ok = true;
-            }
-        } else if (inet_pton(AF_INET, host, &s4->sin_addr) == 1 &&
-                   inet_ntop(AF_INET, &s4->sin_addr, canon, sizeof canon) &&
-                   strcmp(canon, host) == 0 &&
-                   (ntohl(s4->sin_addr.s_addr) >> 24) == 127) {
-            s4->sin_family = AF_INET;
-            s4->sin_port = htons((uint16_t)port);
-            sslen = sizeof *s4;
-            ok = true;
-        }
-    }
-    if (!ok) {
-        snprintf(err, errcap,
-                 "isolation: listen must be \"127.0.0.1:PORT\" or "
-                 "\"[::1]:PORT\" (a loopback address; PORT 0 for any "
-                 "free port) (got \"%s\")",
-                 spec);
-        return -1;
-    }
+    struct sockaddr_storage ss = *addr;
+    socklen_t sslen = addrlen;
     int fd =
         socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {

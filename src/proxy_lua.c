@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "isolation.h"
+#include "launch.h"
 #include "proxy.h"
 
 #define PROXY_MT "isolation.proxy"
@@ -323,23 +324,40 @@ static int proxy_new(lua_State *L)
     }
 
     bool has_unix = false, has_listen = false;
+    int bad_got = 0; /* the index of the value `bad` is about, if any */
     lua_getfield(L, 1, "unix");
     has_unix = !lua_isnil(L, -1);
     lua_getfield(L, 1, "listen");
     has_listen = !lua_isnil(L, -1);
+    int listen_idx = lua_gettop(L);
+    struct sockaddr_storage listen_addr;
+    socklen_t listen_len = 0;
     if (!bad && has_unix == has_listen)
         bad = "isolation: proxy needs exactly one of unix (a socket path) "
               "or listen (\"127.0.0.1:PORT\" or \"[::1]:PORT\")";
     if (!bad && has_unix && lua_type(L, -2) != LUA_TSTRING)
         bad = "isolation: unix must be a path string";
-    if (!bad && has_listen && lua_type(L, -1) != LUA_TSTRING)
-        bad = "isolation: listen must be a string such as "
-              "\"127.0.0.1:0\"";
+    if (!bad && has_listen) {
+        size_t len = 0;
+        const char *s = lua_type(L, listen_idx) == LUA_TSTRING
+                            ? lua_tolstring(L, listen_idx, &len)
+                            : NULL;
+        if (!s || proxy_listen_parse(s, len, &listen_addr, &listen_len)) {
+            bad = PROXY_LISTEN_ACCEPTED;
+            bad_got = listen_idx;
+        }
+    }
     if (bad) {
         hostpat_free(allow);
         free_opts(&o);
         lua_pushnil(L);
-        lua_pushstring(L, bad);
+        if (bad_got) {
+            launch_push_got(L, bad_got);
+            lua_pushfstring(L, "%s (got %s)", bad, lua_tostring(L, -1));
+            lua_remove(L, -2);
+        } else {
+            lua_pushstring(L, bad);
+        }
         return 2;
     }
 
@@ -370,7 +388,8 @@ static int proxy_new(lua_State *L)
     int r =
         has_unix
             ? proxy_listen_unix(p, lua_tostring(L, ud_idx - 2), err, sizeof err)
-            : proxy_listen_tcp(p, lua_tostring(L, ud_idx - 1), err, sizeof err);
+            : proxy_listen_tcp(p, &listen_addr, listen_len,
+                               lua_tostring(L, ud_idx - 1), err, sizeof err);
     if (r == 0) {
         p->loop = proxy_loop_acquire(L, mode, luv_idx, err, sizeof err);
         if (!p->loop) {
