@@ -62,6 +62,9 @@ int main(int argc, char **argv)
     text("fuzz_request", "cl_te",
          "POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\n"
          "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n");
+    text("fuzz_request", "te_not_exact",
+         "POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\n"
+         "Transfer-Encoding: Chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
     text("fuzz_request", "fold",
          "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nX: a\r\n"
          " b\r\n\r\n");

@@ -104,6 +104,18 @@ describe("proxy strict parsing (wire)", function()
     refused(pre .. "Content-Length: -1\r\n\r\n", "400")
   end)
 
+  it("refuses a Transfer-Encoding other than exactly chunked, and relays exactly chunked", function()
+    local pre = "POST " .. up() .. " HTTP/1.1\r\n" .. host()
+    local body = "\r\n5\r\nhello\r\n0\r\n\r\n"
+    for _, te in ipairs({ " Chunked", " CHUNKED", " chunked ", "\tchunked", "  chunked", " chunked;q=1",
+      " chunked, chunked", " x-chunked" }) do
+      refused(pre .. "Transfer-Encoding:" .. te .. "\r\n" .. body, "400")
+    end
+    local res = wire.exchange(port, pre .. "Connection: close\r\nTransfer-Encoding: chunked\r\n" .. body)
+    assert.are.equal("200", res.status)
+    assert.are.equal(1, cap.conns)
+  end)
+
   it("refuses NUL, bare CR, bare LF, whitespace before a colon, folding, bad tokens", function()
     local pre = "GET " .. up() .. " HTTP/1.1\r\n" .. host()
     refused(pre .. "X-A: a\0b\r\n\r\n", "400")

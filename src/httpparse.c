@@ -243,9 +243,29 @@ struct head_state {
     size_t nconn;
 };
 
+/*
+ * Transfer-Encoding as the API has it: exactly "chunked", byte for byte.
+ * `field` is everything between the colon and the line's CRLF, untrimmed:
+ * the one space clients put after the colon is allowed, any other
+ * whitespace, any case but lower, a list or a parameter is not. (The head
+ * sent upstream has its own framing, never this header, so a looser rule
+ * would not smuggle anything; it is refused because it is not what the
+ * contract accepts, and a client that sends it is not one this proxy
+ * needs to understand.)
+ */
+static bool exactly_chunked(const char *field, size_t n)
+{
+    if (n > 0 && field[0] == ' ') {
+        field++;
+        n--;
+    }
+    return n == 7 && memcmp(field, "chunked", 7) == 0;
+}
+
 static int header_semantics(const char *name, size_t nn, const char *value,
-                            size_t vn, struct http_request *req,
-                            struct head_state *st, const char **why)
+                            size_t vn, const char *line_end,
+                            struct http_request *req, struct head_state *st,
+                            const char **why)
 {
     if (http_ieq(name, nn, "host")) {
         if (++st->hosts > 1)
@@ -278,7 +298,8 @@ static int header_semantics(const char *name, size_t nn, const char *value,
     if (http_ieq(name, nn, "transfer-encoding")) {
         if (++st->encodings > 1)
             REFUSE(400, "duplicate Transfer-Encoding");
-        if (!http_ieq(value, vn, "chunked"))
+        if (!exactly_chunked(name + nn + 1,
+                             (size_t)(line_end - (name + nn + 1))))
             REFUSE(400, "Transfer-Encoding other than exactly chunked");
         if (st->lengths)
             REFUSE(400, "both Content-Length and Transfer-Encoding");
@@ -397,7 +418,7 @@ int http_parse_request(const char *buf, size_t len, size_t max_head,
             REFUSE(400, reason);
         if (req->nheaders == HTTP_MAX_HEADERS)
             REFUSE(431, "too many header fields");
-        rc = header_semantics(name, nn, value, vn, req, &st, why);
+        rc = header_semantics(name, nn, value, vn, buf + eol, req, &st, why);
         if (rc < 0)
             return rc;
         req->headers[req->nheaders].name.p = name;

@@ -125,8 +125,13 @@ static void valid_requests(void)
               "Content-Length: 0\r\n\r\n");
     CHECK(r > 0 && R.body == BODY_LENGTH && R.content_length == 0);
 
+    /* Transfer-Encoding: exactly "chunked", after one space or none; the
+     * header's name is case-insensitive like every name. */
     r = PARSE("POST http://example.com/up HTTP/1.1\r\nHost: example.com\r\n"
-              "Transfer-Encoding: Chunked\r\n\r\n");
+              "Transfer-Encoding: chunked\r\n\r\n");
+    CHECK(r > 0 && R.body == BODY_CHUNKED);
+    r = PARSE("POST http://example.com/up HTTP/1.1\r\nHost: example.com\r\n"
+              "transfer-encoding:chunked\r\n\r\n");
     CHECK(r > 0 && R.body == BODY_CHUNKED);
 
     /* Header values are trimmed; an empty value is kept. */
@@ -305,6 +310,43 @@ static void refusals(void)
     EXPECT("POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\n"
            "Transfer-Encoding: \"chunked\"\r\n\r\n",
            -400);
+    /* "Exactly chunked": no other spelling, case, parameter or whitespace. */
+    static const char *const te_refused[] = {
+        "Chunked",
+        "CHUNKED",
+        "chunkeD",
+        "chunked;a=b",
+        "chunked ;",
+        "chunked,",
+        ", chunked",
+        "chunked, identity",
+        "identity, chunked",
+        "chunk",
+        "chunkedx",
+        "x-chunked",
+        "chunked ",
+        "chunked\t",
+        "\tchunked",
+        "  chunked",
+        " \tchunked",
+        "chun ked",
+        "",
+        " ",
+        "chunked\xc2\xa0",
+        "\xef\xbb\xbf"
+        "chunked",
+        "chunked\x80",
+    };
+    for (size_t i = 0; i < sizeof te_refused / sizeof te_refused[0]; i++) {
+        char head[256];
+        snprintf(head, sizeof head,
+                 "POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\n"
+                 "Transfer-Encoding:%s%s\r\n\r\n",
+                 te_refused[i][0] == ' ' || te_refused[i][0] == '\t' ? "" : " ",
+                 te_refused[i]);
+        int got = parse_max(head, strlen(head), 65536, __LINE__);
+        CHECKM(got == -400, "Transfer-Encoding \"%s\": %d", te_refused[i], got);
+    }
     EXPECT("POST http://example.com/ HTTP/1.0\r\n"
            "Transfer-Encoding: chunked\r\n\r\n",
            -400);
