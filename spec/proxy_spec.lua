@@ -453,6 +453,59 @@ describe("isolation.proxy options and lifetime", function()
     assert.has_error(function() isolation.proxy("127.0.0.1:0") end)
   end)
 
+  it("says in each refusal which option was wrong, what it held and what is accepted", function()
+    local uv = require("luv")
+    local L = "127.0.0.1:0"
+    local many = {}
+    for i = 1, 17 do many[i] = "127.0.0." .. i end
+    local cases = {
+      { { on_event = "x" }, 'on_event must be a function (got "x")' },
+      { { loop = uv, on_event = 5 }, "on_event must be a function (got number 5)" },
+      { { loop = {} }, "loop must be the luv module table (this one has no new_poll or new_timer) (got table)" },
+      { { loop = "luv" }, 'loop must be the luv module table (got "luv")' },
+      { { resolve = { ["a.example.com"] = {} } },
+        'resolve["a.example.com"] must be an array of 1 to 16 IP addresses (got an empty table)' },
+      { { resolve = { ["a.example.com"] = "127.0.0.1" } },
+        'resolve["a.example.com"] must be an array of 1 to 16 IP addresses (got "127.0.0.1")' },
+      { { resolve = { ["a.example.com"] = many } },
+        'resolve["a.example.com"] must be an array of 1 to 16 IP addresses (got an array of 17)' },
+      { { resolve = { ["a.example.com"] = { "127.1" } } },
+        'resolve["a.example.com"] must hold IP addresses (got "127.1")' },
+      { { resolve = { ["a.example.com"] = { 7 } } }, 'resolve["a.example.com"] must hold IP addresses (got number 7)' },
+      { { resolve = { ["-bad-"] = { "127.0.0.1" } } }, 'resolve keys must be host names (got "-bad-")' },
+      { { resolve = "a.example.com" }, 'resolve must be a table of name -> {address, ...} (got "a.example.com")' },
+      { { sni = "strict" }, 'sni must be "match" or "off" (got "strict")' },
+      { { sni = true }, 'sni must be "match" or "off" (got true)' },
+      { { allow_private = "yes" }, 'allow_private must be a boolean (got "yes")' },
+      { { header_timeout = "5" }, 'header_timeout must be a number of seconds above 0 and at most 30 (got "5")' },
+      { { header_timeout = 31 }, "header_timeout must be a number of seconds above 0 and at most 30 (got number 31)" },
+      { { max_connections = 1.5 }, "max_connections must be an integer from 1 to 1000000 (got number 1.5)" },
+      { { allow = "x.example.com" }, 'allow must be an array of host patterns (got "x.example.com")' },
+      { { listen = false, unix = 5 }, "unix must be a path string (got number 5)" },
+    }
+    for _, case in ipairs(cases) do
+      local opts = { allow = {}, listen = L }
+      for k, v in pairs(case[1]) do opts[k] = v end
+      if opts.listen == false then opts.listen = nil end
+      local p, err = isolation.proxy(opts)
+      assert.is_nil(p)
+      assert.truthy(err:find("isolation: " .. case[2], 1, true), "expected: " .. case[2] .. "\n got: " .. err)
+    end
+    -- a wrong Lua type raises, naming the method and what it accepts,
+    -- however it is called
+    local p = assert(isolation.proxy({ allow = {}, listen = L }))
+    local as_method = { pcall(function() p:set_allow("x") end) }
+    local as_function = { pcall(p.set_allow, p, "x") }
+    for _, r in ipairs({ as_method, as_function }) do
+      local ok, err = r[1], r[2]
+      assert.is_false(ok)
+      assert.truthy(err:find("set_allow", 1, true), err)
+      assert.truthy(err:find("patterns must be an array of host patterns", 1, true), err)
+      assert.truthy(err:find('(got "x")', 1, true), err)
+    end
+    p:close()
+  end)
+
   it("accepts listen only as exactly 127.0.0.1:PORT or [::1]:PORT, PORT canonical decimal", function()
     local uv = require("luv")
     local free = W.closed_port()

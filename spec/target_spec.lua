@@ -107,12 +107,16 @@ describe("validate_for_target", function()
       { "LOCAL", '(got "LOCAL")' },
       { "", '(got "")' },
       { { kind = "docker" }, 'target.kind must be "local", "ssh", "pct" or "sandbox" (got "docker")' },
-      { { kind = 1 }, "target.kind must be" },
+      { { kind = 1 }, 'target.kind must be "local", "ssh", "pct" or "sandbox" (got number 1)' },
+      { { kind = true }, "(got true)" },
+      { { kind = {} }, "(got table)" },
+      { { kind = "l\27[2Jocal" }, '(got "l\\x1b[2Jocal")' },
+      { "local\0x", '(got "local\\x00x")' },
       { {}, "(got nil)" },
       { { "local" }, "(got nil)" },
-      { 42, "(got number)" },
+      { 42, "(got number 42)" },
       { nil, "(got nil)" },
-      { true, "(got boolean)" },
+      { true, "(got true)" },
     }
     for _, case in ipairs(cases) do
       local target = deep_copy(case[1])

@@ -52,6 +52,20 @@ static struct proxy *check_open(lua_State *L)
     return u->p;
 }
 
+/*
+ * Pushes "isolation: <what> (got <value>)", the value at idx shown by the
+ * shared helper (a string quoted and escaped, a number or boolean with its
+ * value, anything else by its type). Returns -1 for the callers' returns.
+ */
+static int push_bad(lua_State *L, int idx, const char *what)
+{
+    idx = lua_absindex(L, idx);
+    launch_push_got(L, idx);
+    lua_pushfstring(L, "isolation: %s (got %s)", what, lua_tostring(L, -1));
+    lua_remove(L, -2);
+    return -1;
+}
+
 /* Reads opts[name] as seconds into *ms; 0 ok, -1 error (message pushed). */
 static int opt_seconds(lua_State *L, const char *name, double max, uint64_t *ms)
 {
@@ -65,10 +79,10 @@ static int opt_seconds(lua_State *L, const char *name, double max, uint64_t *ms)
     if (!isnum || lua_type(L, -1) != LUA_TNUMBER || !(v > 0) || v > max ||
         isnan(v)) {
         lua_pushfstring(L,
-                        "isolation: %s must be a number of seconds above 0 "
-                        "and at most %d (got %s)",
-                        name, (int)max, luaL_tolstring(L, -1, NULL));
-        return -1;
+                        "%s must be a number of seconds above 0 and at most "
+                        "%d",
+                        name, (int)max);
+        return push_bad(L, -2, lua_tostring(L, -1));
     }
     lua_pop(L, 1);
     uint64_t t = (uint64_t)(v * 1000.0 + 0.5);
@@ -87,11 +101,9 @@ static int opt_integer(lua_State *L, const char *name, lua_Integer min,
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, -1, &isint);
     if (lua_type(L, -1) != LUA_TNUMBER || !isint || v < min || v > max) {
-        lua_pushfstring(L,
-                        "isolation: %s must be an integer from %I to %I "
-                        "(got %s)",
-                        name, min, max, luaL_tolstring(L, -1, NULL));
-        return -1;
+        lua_pushfstring(L, "%s must be an integer from %I to %I", name, min,
+                        max);
+        return push_bad(L, -2, lua_tostring(L, -1));
     }
     lua_pop(L, 1);
     *out = v;
@@ -106,9 +118,8 @@ static int opt_bool(lua_State *L, const char *name, bool *out)
         return 0;
     }
     if (!lua_isboolean(L, -1)) {
-        lua_pushfstring(L, "isolation: %s must be a boolean (got %s)", name,
-                        luaL_tolstring(L, -1, NULL));
-        return -1;
+        lua_pushfstring(L, "%s must be a boolean", name);
+        return push_bad(L, -2, lua_tostring(L, -1));
     }
     *out = lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -123,13 +134,9 @@ static int opt_resolve(lua_State *L, struct proxy_opts *o)
         lua_pop(L, 1);
         return 0;
     }
-    if (!lua_istable(L, -1)) {
-        lua_pushfstring(L,
-                        "isolation: resolve must be a table of name -> "
-                        "{address, ...} (got %s)",
-                        luaL_typename(L, -1));
-        return -1;
-    }
+    if (!lua_istable(L, -1))
+        return push_bad(L, -1,
+                        "resolve must be a table of name -> {address, ...}");
     int t = lua_gettop(L);
     size_t n = 0;
     lua_pushnil(L);
@@ -149,19 +156,26 @@ static int opt_resolve(lua_State *L, struct proxy_opts *o)
         const char *k =
             lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &klen) : NULL;
         if (!k ||
-            host_parse(k, klen, r->name, sizeof r->name, NULL) != HOST_NAME) {
-            lua_pushfstring(L,
-                            "isolation: resolve keys must be host names "
-                            "(got %s)",
-                            luaL_tolstring(L, -2, NULL));
-            return -1;
-        }
+            host_parse(k, klen, r->name, sizeof r->name, NULL) != HOST_NAME)
+            return push_bad(L, -2, "resolve keys must be host names");
         size_t na = lua_istable(L, -1) ? lua_rawlen(L, -1) : 0;
         if (na == 0 || na > PROXY_MAX_ADDRS) {
+            /* k is a valid host name: nothing in it needs escaping. */
+            if (!lua_istable(L, -1)) {
+                lua_pushfstring(L,
+                                "resolve[\"%s\"] must be an array of 1 to "
+                                "%d IP addresses",
+                                k, PROXY_MAX_ADDRS);
+                return push_bad(L, -2, lua_tostring(L, -1));
+            }
+            if (na == 0)
+                lua_pushliteral(L, "an empty table");
+            else
+                lua_pushfstring(L, "an array of %I", (lua_Integer)na);
             lua_pushfstring(L,
                             "isolation: resolve[\"%s\"] must be an array of "
-                            "1 to %d IP addresses",
-                            k, PROXY_MAX_ADDRS);
+                            "1 to %d IP addresses (got %s)",
+                            k, PROXY_MAX_ADDRS, lua_tostring(L, -1));
             return -1;
         }
         r->addrs = calloc(na, sizeof *r->addrs);
@@ -181,11 +195,8 @@ static int opt_resolve(lua_State *L, struct proxy_opts *o)
                 a ? host_parse(a, alen, canon, sizeof canon, &r->addrs[i - 1])
                   : HOST_INVALID;
             if (kind != HOST_IPV4 && kind != HOST_IPV6) {
-                lua_pushfstring(L,
-                                "isolation: resolve[\"%s\"] must hold IP "
-                                "addresses (got %s)",
-                                k, luaL_tolstring(L, -1, NULL));
-                return -1;
+                lua_pushfstring(L, "resolve[\"%s\"] must hold IP addresses", k);
+                return push_bad(L, -2, lua_tostring(L, -1));
             }
             lua_pop(L, 1);
         }
@@ -249,13 +260,8 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
     if (!lua_isnil(L, -1)) {
         const char *s =
             lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (!s || (strcmp(s, "match") && strcmp(s, "off"))) {
-            lua_pushfstring(L,
-                            "isolation: sni must be \"match\" or \"off\" "
-                            "(got %s)",
-                            luaL_tolstring(L, -1, NULL));
-            return -1;
-        }
+        if (!s || (strcmp(s, "match") && strcmp(s, "off")))
+            return push_bad(L, -1, "sni must be \"match\" or \"off\"");
         o->sni_match = strcmp(s, "match") == 0;
     }
     lua_pop(L, 1);
@@ -264,13 +270,8 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
         return -1;
 
     lua_getfield(L, 1, "allow");
-    if (!lua_istable(L, -1)) {
-        lua_pushfstring(L,
-                        "isolation: allow must be an array of host patterns "
-                        "(got %s)",
-                        luaL_typename(L, -1));
-        return -1;
-    }
+    if (!lua_istable(L, -1))
+        return push_bad(L, -1, "allow must be an array of host patterns");
     char err[512];
     *allow = hostpat_from_lua(L, lua_gettop(L), "allow", err, sizeof err);
     if (!*allow) {
@@ -302,29 +303,33 @@ static int proxy_new(lua_State *L)
     int luv_idx = lua_gettop(L);
     lua_getfield(L, 1, "on_event"); /* fail_top + 2 */
     const char *bad = NULL;
+    int bad_got = 0; /* the index of the value `bad` is about, if any */
     if (!lua_isnil(L, luv_idx)) {
         mode = PROXY_LUV;
-        if (!lua_istable(L, luv_idx))
+        if (!lua_istable(L, luv_idx)) {
             bad = "isolation: loop must be the luv module table";
-        else {
+            bad_got = luv_idx;
+        } else {
             lua_getfield(L, luv_idx, "new_poll");
             lua_getfield(L, luv_idx, "new_timer");
-            if (!lua_isfunction(L, -1) || !lua_isfunction(L, -2))
-                bad = "isolation: loop must be the luv module table (it "
-                      "has no new_poll/new_timer)";
+            if (!lua_isfunction(L, -1) || !lua_isfunction(L, -2)) {
+                bad = "isolation: loop must be the luv module table (this "
+                      "one has no new_poll or new_timer)";
+                bad_got = luv_idx;
+            }
             lua_pop(L, 2);
         }
     }
     if (!bad && !lua_isnil(L, luv_idx + 1)) {
-        if (!lua_isfunction(L, luv_idx + 1))
+        if (!lua_isfunction(L, luv_idx + 1)) {
             bad = "isolation: on_event must be a function";
-        else if (mode != PROXY_LUV)
+            bad_got = luv_idx + 1;
+        } else if (mode != PROXY_LUV)
             bad = "isolation: on_event needs loop (the luv module); "
                   "without it use :events()";
     }
 
     bool has_unix = false, has_listen = false;
-    int bad_got = 0; /* the index of the value `bad` is about, if any */
     lua_getfield(L, 1, "unix");
     has_unix = !lua_isnil(L, -1);
     lua_getfield(L, 1, "listen");
@@ -335,8 +340,10 @@ static int proxy_new(lua_State *L)
     if (!bad && has_unix == has_listen)
         bad = "isolation: proxy needs exactly one of unix (a socket path) "
               "or listen (\"127.0.0.1:PORT\" or \"[::1]:PORT\")";
-    if (!bad && has_unix && lua_type(L, -2) != LUA_TSTRING)
+    if (!bad && has_unix && lua_type(L, -2) != LUA_TSTRING) {
         bad = "isolation: unix must be a path string";
+        bad_got = listen_idx - 1;
+    }
     if (!bad && has_listen) {
         size_t len = 0;
         const char *s = lua_type(L, listen_idx) == LUA_TSTRING
@@ -486,7 +493,16 @@ static int proxy_events(lua_State *L)
 static int proxy_set_allow(lua_State *L)
 {
     struct proxy *p = check_open(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
+    if (!lua_istable(L, 2)) {
+        /* A wrong type raises (as the API allows), but named: called as
+         * p.set_allow(p, x), luaL_checktype would say "to '?'". */
+        launch_push_got(L, 2);
+        return luaL_error(
+            L,
+            "isolation: proxy:set_allow: patterns must be an array "
+            "of host patterns (got %s)",
+            lua_tostring(L, -1));
+    }
     char err[512];
     hostpat_list *list = hostpat_from_lua(L, 2, "allow", err, sizeof err);
     if (!list) {

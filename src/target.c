@@ -11,44 +11,50 @@
  */
 #include "config.h"
 #include "isolation.h"
+#include "launch.h"
 
 #include <stdbool.h>
 #include <string.h>
 
 static const char *const kinds[] = {"local", "ssh", "pct", "sandbox", NULL};
 
+/* Pushes "isolation: <what> (got <the value at idx>)". */
+static void push_bad(lua_State *L, int idx, const char *what)
+{
+    idx = lua_absindex(L, idx);
+    launch_push_got(L, idx);
+    lua_pushfstring(L, "isolation: %s (got %s)", what, lua_tostring(L, -1));
+    lua_remove(L, -2);
+}
+
 /* The target's kind, or NULL with an error message pushed. */
 static const char *target_kind(lua_State *L, int idx)
 {
-    const char *kind;
     int type = lua_type(L, idx);
-    if (type == LUA_TSTRING) {
-        kind = lua_tostring(L, idx);
-    } else if (type == LUA_TTABLE) {
-        int t = lua_getfield(L, idx, "kind");
-        if (t != LUA_TSTRING) {
-            lua_pushfstring(L,
-                            "isolation: target.kind must be \"local\", "
-                            "\"ssh\", \"pct\" or \"sandbox\" (got %s)",
-                            lua_typename(L, t));
-            return NULL;
-        }
-        kind = lua_tostring(L, -1);
-        lua_pop(L, 1); /* the string stays alive in the target table */
-    } else {
-        lua_pushfstring(L,
-                        "isolation: target must be \"local\", \"ssh\", "
-                        "\"pct\", \"sandbox\" or a table with kind (got %s)",
-                        luaL_typename(L, idx));
+    if (type != LUA_TSTRING && type != LUA_TTABLE) {
+        push_bad(L, idx,
+                 "target must be \"local\", \"ssh\", \"pct\", \"sandbox\" "
+                 "or a table with kind");
         return NULL;
     }
-    for (const char *const *k = kinds; *k; k++)
-        if (strcmp(kind, *k) == 0)
+    const char *field = type == LUA_TTABLE ? "target.kind" : "target";
+    if (type == LUA_TTABLE)
+        lua_getfield(L, idx, "kind");
+    else
+        lua_pushvalue(L, idx);
+    /* The string stays alive in the target (or its table) once popped. */
+    size_t len = 0;
+    const char *kind =
+        lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    for (const char *const *k = kinds; kind && *k; k++) {
+        if (len == strlen(*k) && memcmp(kind, *k, len) == 0) {
+            lua_pop(L, 1);
             return *k;
-    lua_pushfstring(L,
-                    "isolation: %s must be \"local\", \"ssh\", \"pct\" or "
-                    "\"sandbox\" (got \"%s\")",
-                    type == LUA_TTABLE ? "target.kind" : "target", kind);
+        }
+    }
+    lua_pushfstring(L, "%s must be \"local\", \"ssh\", \"pct\" or \"sandbox\"",
+                    field);
+    push_bad(L, -2, lua_tostring(L, -1));
     return NULL;
 }
 
