@@ -481,6 +481,7 @@ describe("isolation.proxy options and lifetime", function()
       { { header_timeout = 31 }, "header_timeout must be a number of seconds above 0 and at most 30 (got number 31)" },
       { { max_connections = 1.5 }, "max_connections must be an integer from 1 to 1000000 (got number 1.5)" },
       { { allow = "x.example.com" }, 'allow must be an array of host patterns (got "x.example.com")' },
+      { { allow = { "x.example.com", 443 } }, "allow[2] must be a string (got number 443)" },
       { { listen = false, unix = 5 }, "unix must be a path string (got number 5)" },
     }
     for _, case in ipairs(cases) do

@@ -6,6 +6,7 @@
 #include "hostpat.h"
 #include "hostpat_internal.h"
 #include "isolation.h"
+#include "launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,11 @@ hostpat_list *hostpat_from_lua(lua_State *L, int idx, const char *field,
 {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) != LUA_TTABLE) {
+        launch_push_got(L, idx);
         snprintf(err, errcap,
                  "%s must be an array of host pattern strings (got %s)", field,
-                 luaL_typename(L, idx));
+                 lua_tostring(L, -1));
+        lua_pop(L, 1);
         return NULL;
     }
     size_t n = lua_rawlen(L, idx);
@@ -55,9 +58,10 @@ hostpat_list *hostpat_from_lua(lua_State *L, int idx, const char *field,
     for (size_t i = 0; i < n; i++) {
         int t = lua_rawgeti(L, idx, (lua_Integer)i + 1);
         if (t != LUA_TSTRING) {
+            launch_push_got(L, -1);
             snprintf(err, errcap, "%s[%zu] must be a string (got %s)", field,
-                     i + 1, lua_typename(L, t));
-            lua_pop(L, 1);
+                     i + 1, lua_tostring(L, -1));
+            lua_pop(L, 2);
             free(texts);
             free(lens);
             return NULL;
