@@ -94,6 +94,24 @@ describe("isolation.proxy limits", function()
     p:close()
   end)
 
+  it("answers a TCP client that speaks at once, with a header_timeout shorter than the deferral", function()
+    -- the first head's timer is armed for a client silent through the
+    -- deferral (here: at once); one that has spoken keeps its header_timeout
+    local p = proxy({ header_timeout = 0.3 })
+    for i = 1, 20 do
+      local c = W.exchange(p:address(), "CONNECT denied.example.net:443 HTTP/1.1\r\nHost: denied.example.net\r\n\r\n")
+      assert.are.equal(403, c:status(), "round " .. i)
+    end
+    local c = W.connect(p:address())
+    c:send("CONNECT denied.example.net:443 HTTP/1.1\r\n")
+    W.settle(0.15)
+    c:send("Host: denied.example.net\r\n\r\n")
+    assert.is_true(c:wait(function(cc) return cc:status() ~= nil end, 5))
+    assert.are.equal(403, c:status())
+    c:close()
+    p:close()
+  end)
+
   it("answers 502 when the upstream refuses", function()
     local p = proxy({ allow = { "127.0.0.1" } })
     local port = W.closed_port()

@@ -230,6 +230,11 @@ struct conn {
 
     uint64_t last_active;
     uint64_t deadline;
+    /* The first head on a deferred (TCP) connection: its timer was armed
+     * for a client silent through the deferral; head_start is when the
+     * head began (accept, or its first bytes if later). See on_timer. */
+    uint64_t head_start;
+    bool deferred_head;
     uint8_t state;
     uint8_t nopen; /* handles and lookups not yet finished */
     uint8_t naddr, addr_i;
