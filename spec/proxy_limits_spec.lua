@@ -9,6 +9,16 @@ local helpers = require("helpers")
 
 local MiB = 1024 * 1024
 
+-- Seconds from t0 (uv.hrtime) until the proxy ended connection c.
+local function seconds_until_closed(c, t0)
+  local closed_at
+  assert.is_true(c:wait(function(cc)
+    if cc.eof and not closed_at then closed_at = uv.hrtime() end
+    return cc.eof
+  end, 12))
+  return (closed_at - t0) / 1e9
+end
+
 describe("isolation.proxy limits", function()
   local up
 
@@ -58,13 +68,7 @@ describe("isolation.proxy limits", function()
         local dir = via ~= "TCP" and helpers.tmpdir() or nil
         local p = proxy({ header_timeout = 2, unix = dir and dir .. "/p.sock" })
         local c = W.connect(p:address())
-        local t0 = uv.hrtime()
-        local closed_at
-        assert.is_true(c:wait(function(cc)
-          if cc.eof and not closed_at then closed_at = uv.hrtime() end
-          return cc.eof
-        end, 12))
-        local took = (closed_at - t0) / 1e9
+        local took = seconds_until_closed(c, uv.hrtime())
         assert.are.equal(408, c:status())
         assert.is_true(took >= 1.8 and took <= 2.6, string.format("took %.3f s", took))
         assert.are.equal(1, p:stats().connections)
@@ -82,12 +86,7 @@ describe("isolation.proxy limits", function()
     W.settle(0.5)
     local t0 = uv.hrtime()
     c:send("CONNECT up.example.com:" .. up.raw_port .. " HTTP/1.1\r\n")
-    local closed_at
-    assert.is_true(c:wait(function(cc)
-      if cc.eof and not closed_at then closed_at = uv.hrtime() end
-      return cc.eof
-    end, 12))
-    local took = (closed_at - t0) / 1e9
+    local took = seconds_until_closed(c, t0)
     assert.are.equal(408, c:status())
     assert.is_true(took >= 1.8 and took <= 2.6, string.format("took %.3f s after the first byte", took))
     c:close()
