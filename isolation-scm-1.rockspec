@@ -25,7 +25,7 @@ build = {
         "src/launch_wrap.c", "src/proxy_conn.c", "src/proxy_event.c",
         "src/proxy_listen.c", "src/proxy_loop.c", "src/proxy_lua.c",
         "src/proxy_relay.c", "src/seccomp_tty.c", "src/selftest.c",
-        "src/target.c", "src/tlshello.c",
+        "src/strarg.c", "src/target.c", "src/tlshello.c",
       },
       defines = { "_GNU_SOURCE" },
       incdirs = { "src", "$(LIBUV_INCDIR)" },

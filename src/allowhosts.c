@@ -10,6 +10,7 @@
 #include "hostpat.h"
 #include "hostpat_internal.h"
 #include "isolation.h"
+#include "strarg.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -188,20 +189,25 @@ static void add_host_port(lua_State *L, const char *host, int port)
 /* default_allow_hosts(agent, hook_url) -> array, or nil, err */
 static int l_default_allow_hosts(lua_State *L)
 {
+    /* luaL_opt*string turn a number into a string in place */
     const char *agent = luaL_optstring(L, 1, NULL);
     size_t url_len = 0;
     const char *url = luaL_optlstring(L, 2, NULL, &url_len);
+    if ((agent && !strarg_get(L, 1, "agent", NULL)) ||
+        (url && !strarg_get(L, 2, "hook_url", NULL))) {
+        luaL_pushfail(L);
+        lua_insert(L, -2);
+        return 2;
+    }
     struct http_url hook;
     bool have_hook = url && url_len > 0;
     const char *why = NULL;
-    if (have_hook &&
-        (strlen(url) != url_len ||
-         !allowhosts_parse_url(url, url_len, false, &hook, &why))) {
+    if (have_hook && !allowhosts_parse_url(url, url_len, false, &hook, &why)) {
         luaL_pushfail(L);
         lua_pushfstring(L,
                         "isolation: hook_url must be an http:// or https:// "
                         "URL with a host and an optional port: %s (got \"%s\")",
-                        why ? why : "it contains a NUL byte", url);
+                        why, url);
         return 2;
     }
     char npm[HOST_NAME_CAP + 16];

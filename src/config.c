@@ -8,7 +8,9 @@
 #include "hostpat.h"
 #include "isolation.h"
 #include "launch.h"
+#include "strarg.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define DEFAULT_DOCKER_IMAGE "debian:bookworm-slim"
@@ -40,12 +42,21 @@ static int fail_got(lua_State *L, int base, int validx, const char *what)
     return 0;
 }
 
-static bool one_of(const char *s, const char *const *set)
+/* Compared with the length: "bwrap\0x" is not "bwrap". */
+static bool one_of(const char *s, size_t len, const char *const *set)
 {
     for (; *set; set++)
-        if (strcmp(s, *set) == 0)
+        if (strarg_is(s, len, *set))
             return true;
     return false;
+}
+
+/* Moves the message on top into the error slot; returns 0. */
+static int fail_top(lua_State *L, int base)
+{
+    lua_replace(L, base + 1);
+    lua_settop(L, base + 1);
+    return 0;
 }
 
 static int check_keys(lua_State *L, int base, int idx)
@@ -53,8 +64,12 @@ static int check_keys(lua_State *L, int base, int idx)
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING ||
-            !one_of(lua_tostring(L, -1), config_keys)) {
+        size_t len = 0;
+        const char *k = NULL;
+        if (lua_type(L, -1) == LUA_TSTRING &&
+            !(k = strarg_get(L, -1, "config key", &len)))
+            return fail_top(L, base);
+        if (!k || !one_of(k, len, config_keys)) {
             launch_push_got(L, -1);
             lua_pushfstring(L,
                             "isolation: config key %s is unknown (accepted: "
@@ -123,8 +138,12 @@ static int check_allow_hosts(lua_State *L, int base, int idx)
                             (LUAI_UACINT)i);
             return fail_got(L, base, -2, lua_tostring(L, -1));
         }
+        char name[48];
+        snprintf(name, sizeof name, "allow_hosts[%lld]", (long long)i);
         size_t len;
-        const char *pat = lua_tolstring(L, -1, &len);
+        const char *pat = strarg_get(L, -1, name, &len);
+        if (!pat)
+            return fail_top(L, base);
         char err[256] = "";
         if (!hostpat_valid(pat, len, err, sizeof err)) {
             /* hostpat's message quotes the pattern and says what is valid */
@@ -168,32 +187,40 @@ int config_normalize(lua_State *L, int idx)
         lua_pushliteral(L, "mode");
         int v = lua_absindex(L, -1);
         lua_rawget(L, idx);
+        size_t len = 0;
+        const char *s = NULL;
         if (!is_absent(L, v)) {
-            if (lua_type(L, v) != LUA_TSTRING ||
-                !one_of(lua_tostring(L, v), modes))
+            if (lua_type(L, v) == LUA_TSTRING &&
+                !(s = strarg_get(L, v, "mode", &len)))
+                return fail_top(L, base);
+            if (!s || !one_of(s, len, modes))
                 return fail_got(L, base, v,
                                 "mode must be \"\", \"bwrap\" or \"docker\"");
-            mode = lua_tostring(L, v);
+            mode = s;
         }
         lua_pushliteral(L, "network");
         v = lua_absindex(L, -1);
         lua_rawget(L, idx);
         if (!is_absent(L, v)) {
-            if (lua_type(L, v) != LUA_TSTRING ||
-                !one_of(lua_tostring(L, v), networks))
+            s = NULL;
+            if (lua_type(L, v) == LUA_TSTRING &&
+                !(s = strarg_get(L, v, "network", &len)))
+                return fail_top(L, base);
+            if (!s || !one_of(s, len, networks))
                 return fail_got(L, base, v,
                                 "network must be \"allow\" or \"deny\"");
-            if (lua_tostring(L, v)[0])
-                network = lua_tostring(L, v);
+            if (len > 0)
+                network = s;
         }
         lua_pushliteral(L, "docker_image");
         v = lua_absindex(L, -1);
         lua_rawget(L, idx);
         if (!is_absent(L, v)) {
-            size_t len = 0;
-            const char *s = lua_type(L, v) == LUA_TSTRING
-                                ? lua_tolstring(L, v, &len)
-                                : NULL;
+            len = 0;
+            s = NULL;
+            if (lua_type(L, v) == LUA_TSTRING &&
+                !(s = strarg_get(L, v, "docker_image", &len)))
+                return fail_top(L, base);
             if (!s || (len > 0 && !docker_image_valid(s, len)))
                 return fail_got(
                     L, base, v,

@@ -7,9 +7,11 @@
 #include "hostpat_internal.h"
 #include "isolation.h"
 #include "launch.h"
+#include "strarg.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 hostpat_list *hostpat_from_lua(lua_State *L, int idx, const char *field,
                                char *err, size_t errcap)
@@ -66,7 +68,19 @@ hostpat_list *hostpat_from_lua(lua_State *L, int idx, const char *field,
             free(lens);
             return NULL;
         }
-        texts[i] = lua_tolstring(L, -1, &lens[i]);
+        char name[128];
+        snprintf(name, sizeof name, "%s[%zu]", field, i + 1);
+        texts[i] = strarg_get(L, -1, name, &lens[i]);
+        if (!texts[i]) {
+            /* the callers add the prefix themselves */
+            const char *msg = lua_tostring(L, -1);
+            snprintf(err, errcap, "%s",
+                     strncmp(msg, "isolation: ", 11) == 0 ? msg + 11 : msg);
+            lua_pop(L, 2);
+            free(texts);
+            free(lens);
+            return NULL;
+        }
         lua_pop(L, 1);
     }
     char inner[1024];
@@ -99,6 +113,8 @@ static int l_host_allowed(lua_State *L)
     luaL_checktype(L, 1, LUA_TTABLE);
     size_t host_len;
     const char *host = luaL_checklstring(L, 2, &host_len);
+    /* a boolean API: a host cut short at a NUL is a malformed host */
+    bool malformed = memchr(host, '\0', host_len) != NULL;
     lua_Integer port = luaL_opt(L, luaL_checkinteger, 3, 0);
     if (lua_isnoneornil(L, 3))
         port = 0;
@@ -117,7 +133,7 @@ static int l_host_allowed(lua_State *L)
     struct host_addr addr;
     enum host_kind kind =
         host_parse(host, host_len, canon, sizeof canon, &addr);
-    bool ok = kind != HOST_INVALID &&
+    bool ok = !malformed && kind != HOST_INVALID &&
               hostpat_match_port_or_none(list, kind, canon, &addr, (int)port);
     hostpat_free(list);
     lua_pushboolean(L, ok);
@@ -133,10 +149,12 @@ static int l_private_address(lua_State *L)
     enum host_kind kind = host_parse(text, len, NULL, 0, &addr);
     if (kind != HOST_IPV4 && kind != HOST_IPV6) {
         luaL_pushfail(L);
+        launch_push_quoted(L, text, len);
         lua_pushfstring(L,
                         "isolation: address must be a canonical IPv4 or an "
-                        "IPv6 literal (got \"%s\")",
-                        text);
+                        "IPv6 literal (got %s)",
+                        lua_tostring(L, -1));
+        lua_remove(L, -2);
         return 2;
     }
     lua_pushboolean(L, host_addr_is_private(&addr));

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "isolation.h"
 #include "launch.h"
+#include "strarg.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -69,11 +70,11 @@ static int check_string(lua_State *L, int v, const char *field,
     size_t len;
     if (lua_type(L, v) != LUA_TSTRING)
         return fail_got(L, v, field, "must be a string");
-    const char *s = lua_tolstring(L, v, &len);
+    const char *s = strarg_get(L, v, field, &len);
+    if (!s)
+        return 0;
     if (!allow_empty && len == 0)
         return fail_got(L, v, field, "must not be empty");
-    if (memchr(s, '\0', len))
-        return fail_got(L, v, field, "must not contain NUL bytes");
     *out = s;
     return 1;
 }
@@ -181,9 +182,14 @@ static int check_keys(lua_State *L, int idx)
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
         bool known = false;
-        if (lua_type(L, -1) == LUA_TSTRING)
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            size_t len;
+            const char *key = strarg_get(L, -1, "launch spec key", &len);
+            if (!key)
+                return 0;
             for (const char *const *k = spec_keys; *k && !known; k++)
-                known = strcmp(lua_tostring(L, -1), *k) == 0;
+                known = strarg_is(key, len, *k);
+        }
         if (!known) {
             launch_push_got(L, -1);
             lua_pushfstring(L,
@@ -304,8 +310,11 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
     if (!is_absent(L, v)) {
         if (lua_type(L, v) != LUA_TSTRING)
             return fail_got(L, v, "bridge", "must be \"socat\" or \"builtin\"");
-        bridge = lua_tostring(L, v);
-        if (strcmp(bridge, "socat") && strcmp(bridge, "builtin"))
+        size_t len;
+        if (!(bridge = strarg_get(L, v, "bridge", &len)))
+            return 0;
+        if (!strarg_is(bridge, len, "socat") &&
+            !strarg_is(bridge, len, "builtin"))
             return fail_got(L, v, "bridge", "must be \"socat\" or \"builtin\"");
     }
     s->bridge = strcmp(bridge, "builtin") == 0 ? BRIDGE_BUILTIN : BRIDGE_SOCAT;

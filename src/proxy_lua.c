@@ -16,6 +16,7 @@
 #include "isolation.h"
 #include "launch.h"
 #include "proxy.h"
+#include "strarg.h"
 
 #define PROXY_MT "isolation.proxy"
 
@@ -153,8 +154,10 @@ static int opt_resolve(lua_State *L, struct proxy_opts *o)
     while (lua_next(L, t)) {
         struct proxy_resolve *r = &o->resolve[o->nresolve];
         size_t klen = 0;
-        const char *k =
-            lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &klen) : NULL;
+        const char *k = NULL;
+        if (lua_type(L, -2) == LUA_TSTRING &&
+            !(k = strarg_get(L, -2, "resolve key", &klen)))
+            return -1;
         if (!k ||
             host_parse(k, klen, r->name, sizeof r->name, NULL) != HOST_NAME)
             return push_bad(L, -2, "resolve keys must be host names");
@@ -187,9 +190,12 @@ static int opt_resolve(lua_State *L, struct proxy_opts *o)
         for (size_t i = 1; i <= na; i++) {
             lua_rawgeti(L, -1, (lua_Integer)i);
             size_t alen = 0;
-            const char *a = lua_type(L, -1) == LUA_TSTRING
-                                ? lua_tolstring(L, -1, &alen)
-                                : NULL;
+            const char *a = NULL;
+            char name[HOST_NAME_CAP + 32];
+            snprintf(name, sizeof name, "resolve[\"%s\"][%zu]", k, i);
+            if (lua_type(L, -1) == LUA_TSTRING &&
+                !(a = strarg_get(L, -1, name, &alen)))
+                return -1;
             char canon[HOST_NAME_CAP];
             enum host_kind kind =
                 a ? host_parse(a, alen, canon, sizeof canon, &r->addrs[i - 1])
@@ -224,9 +230,12 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
         lua_pop(L, 1);
         bool known = false;
         if (lua_type(L, -1) == LUA_TSTRING) {
-            const char *k = lua_tostring(L, -1);
+            size_t len;
+            const char *k = strarg_get(L, -1, "proxy option", &len);
+            if (!k)
+                return -1;
             for (int i = 0; known_opts[i]; i++)
-                known = known || strcmp(k, known_opts[i]) == 0;
+                known = known || strarg_is(k, len, known_opts[i]);
         }
         if (!known) {
             lua_pushfstring(L,
@@ -258,11 +267,14 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
 
     lua_getfield(L, 1, "sni");
     if (!lua_isnil(L, -1)) {
-        const char *s =
-            lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (!s || (strcmp(s, "match") && strcmp(s, "off")))
+        size_t len = 0;
+        const char *s = NULL;
+        if (lua_type(L, -1) == LUA_TSTRING &&
+            !(s = strarg_get(L, -1, "sni", &len)))
+            return -1;
+        if (!s || (!strarg_is(s, len, "match") && !strarg_is(s, len, "off")))
             return push_bad(L, -1, "sni must be \"match\" or \"off\"");
-        o->sni_match = strcmp(s, "match") == 0;
+        o->sni_match = strarg_is(s, len, "match");
     }
     lua_pop(L, 1);
 
@@ -343,6 +355,16 @@ static int proxy_new(lua_State *L)
     if (!bad && has_unix && lua_type(L, -2) != LUA_TSTRING) {
         bad = "isolation: unix must be a path string";
         bad_got = listen_idx - 1;
+    }
+    /* Before anything is created: "/d/p.sock\0x" must not bind /d/p.sock. */
+    if (!bad && ((has_unix && !strarg_get(L, listen_idx - 1, "unix", NULL)) ||
+                 (has_listen && lua_type(L, listen_idx) == LUA_TSTRING &&
+                  !strarg_get(L, listen_idx, "listen", NULL)))) {
+        hostpat_free(allow);
+        free_opts(&o);
+        lua_pushnil(L);
+        lua_insert(L, -2);
+        return 2;
     }
     if (!bad && has_listen) {
         size_t len = 0;

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "isolation.h"
 #include "launch.h"
+#include "strarg.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -44,10 +45,12 @@ static const char *target_kind(lua_State *L, int idx)
         lua_pushvalue(L, idx);
     /* The string stays alive in the target (or its table) once popped. */
     size_t len = 0;
-    const char *kind =
-        lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    const char *kind = NULL;
+    if (lua_type(L, -1) == LUA_TSTRING &&
+        !(kind = strarg_get(L, -1, field, &len)))
+        return NULL;
     for (const char *const *k = kinds; kind && *k; k++) {
-        if (len == strlen(*k) && memcmp(kind, *k, len) == 0) {
+        if (strarg_is(kind, len, *k)) {
             lua_pop(L, 1);
             return *k;
         }

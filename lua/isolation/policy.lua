@@ -114,6 +114,9 @@ local function encode_table(t, where, depth, key)
     if type(k) ~= "string" then
       return nil, "isolation: " .. where .. " has a key that is not a string (" .. show(k) .. ")"
     end
+    if k:find("\0", 1, true) then
+      return nil, "isolation: " .. where .. " key must not contain a NUL byte (got " .. show(k) .. ")"
+    end
     keys[#keys + 1] = k
   end
   table.sort(keys)
@@ -216,8 +219,14 @@ local function decode_object(s, pos, what, depth)
   while true do
     if s:sub(pos, pos) ~= '"' then return json_error(what, "expected a string key", pos) end
     local k, v
+    local kpos = pos
     k, pos = decode_string(s, pos, what)
     if k == nil then return nil, pos end
+    -- A reader that stops at the NUL would see another key (or a duplicate).
+    if k:find("\0", 1, true) then
+      return nil, "isolation: " .. what .. ": an object key must not contain a NUL byte (got "
+        .. show(k) .. " at byte " .. kpos .. ")"
+    end
     if t[k] ~= nil then return json_error(what, "duplicate key " .. show(k), pos) end
     pos = skip_ws(s, pos)
     if s:sub(pos, pos) ~= ":" then return json_error(what, "expected ':'", pos) end
@@ -387,6 +396,9 @@ end
 local function check_launch(lc)
   if lc.profile_name ~= nil and lc.profile_name ~= NULL and type(lc.profile_name) ~= "string" then
     return nil, "isolation: profile_name must be a string (got " .. show(lc.profile_name) .. ")"
+  end
+  if type(lc.profile_name) == "string" and lc.profile_name:find("\0", 1, true) then
+    return nil, "isolation: profile_name must not contain a NUL byte (got " .. show(lc.profile_name) .. ")"
   end
   if lc.yolo ~= nil and lc.yolo ~= NULL and type(lc.yolo) ~= "boolean" then
     return nil, "isolation: yolo must be a boolean (got " .. show(lc.yolo) .. ")"

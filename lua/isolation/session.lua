@@ -352,7 +352,13 @@ local function resolve(req)
   local cfg, err = policy.session_isolation(project, { isolation = req.isolation })
   if not cfg then return nil, err end
   local iso = policy.effective(cfg) -- a copy: the session's own
-  return cfg, { profile_name = req.profile_name, yolo = req.yolo, isolation = iso }
+  local lc = { profile_name = req.profile_name, yolo = req.yolo, isolation = iso }
+  -- checked as a continuation will read it: a yolo of "no" or a
+  -- profile_name with a NUL must not be saved for later
+  local ok
+  ok, err = policy.encode_launch(lc)
+  if not ok then return nil, err end
+  return cfg, lc
 end
 
 local function remove_socket_after_close(path)
@@ -384,8 +390,8 @@ function Manager:launch(req)
   end
   if self._closed then return nil, "isolation: this session manager is closed" end
   local id = req.id
-  if type(id) ~= "string" or id == "" then
-    return nil, "isolation: id must be a non-empty string (got " .. show(id) .. ")"
+  if type(id) ~= "string" or id == "" or id:find("\0", 1, true) then
+    return nil, "isolation: id must be a non-empty string without a NUL byte (got " .. show(id) .. ")"
   end
   local old = self._sessions[id]
   if (old and old.state == "running") or self._starting[id] then
