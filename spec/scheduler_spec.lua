@@ -68,6 +68,36 @@ describe("scheduler.task_isolation", function()
     assert.same({}, lines)
   end)
 
+  -- The attack: a queued attempt decoded from {"in_sandbox": null} (or 0,
+  -- "false", "no") ran with no isolation, since the check was truthiness.
+  -- Only the boolean true says "inside the sandbox tier".
+  local cjson = require("cjson")
+  local NOT_TRUE = {
+    { "cjson.null", cjson.null }, { "0", 0 }, { "1", 1 }, { '"false"', "false" }, { '"no"', "no" },
+    { '"true"', "true" }, { '"yes"', "yes" }, { '""', "" }, { "false", false }, { "{}", {} },
+    { "a function", print },
+  }
+  for _, case in ipairs(NOT_TRUE) do
+    it("keeps the project default for in_sandbox = " .. case[1] .. " (only true counts)", function()
+      local lines, log = recorder()
+      local default = { mode = "bwrap", network = "allow" }
+      assert.same({ mode = "bwrap", network = "allow" },
+        scheduler.task_isolation(default, { id = "t", in_sandbox = case[2] }, log))
+      -- deny is still clamped (and said), not dropped with the isolation
+      assert.same({ mode = "docker", network = "allow", docker_image = "debian:bookworm-slim" },
+        scheduler.task_isolation({ mode = "docker", network = "deny" }, { id = "t", in_sandbox = case[2] }, log))
+      assert.equal(1, #lines)
+    end)
+  end
+
+  it("takes only the exact target \"sandbox\" for the sandbox tier", function()
+    local default = { mode = "bwrap", network = "allow" }
+    for _, target in ipairs({ "Sandbox", "sandbox ", "sandbox\0", " sandbox", cjson.null, 0, true,
+      { kind = "SANDBOX" }, { kind = cjson.null }, { kind = "sandbox\0" } }) do
+      assert.same(default, scheduler.task_isolation(default, { id = "t", target = target }, function() end))
+    end
+  end)
+
   it("does not treat other targets as the sandbox tier", function()
     local lines, log = recorder()
     assert.same({ mode = "bwrap", network = "allow" },

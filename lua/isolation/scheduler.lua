@@ -16,8 +16,11 @@ local function one_line(v)
   return (tostring(v):gsub("%c", function(c) return string.format("\\x%02x", c:byte()) end))
 end
 
+-- Only the boolean true and the exact target "sandbox" say so: an attempt
+-- decoded from {"in_sandbox": null} (cjson.null is truthy), 0, "false" or
+-- "no" gets the project default (fail closed), never no isolation.
 local function in_sandbox(attempt)
-  if attempt.in_sandbox then return true end
+  if attempt.in_sandbox == true then return true end
   local target = attempt.target
   if type(target) == "table" then target = target.kind end
   return target == "sandbox"
