@@ -289,6 +289,79 @@ describe("policy.encode_launch / decode_launch", function()
   end)
 end)
 
+describe("policy.json_decode / json_encode limits", function()
+  -- decode_launch must never accept what encode_launch cannot write back
+  local function nested_arrays(n) return ("["):rep(n) .. ("]"):rep(n) end
+  local function nested_objects(n) return ('{"a":'):rep(n - 1) .. "{}" .. ("}"):rep(n - 1) end
+  local function nested_tables(n)
+    local t = {}
+    local at = t
+    for _ = 2, n do
+      at.a = {}
+      at = at.a
+    end
+    return t
+  end
+
+  it("refuses a number that is not finite: 1e400, -1e400, a 400-digit float", function()
+    for _, t in ipairs({ "1e400", "-1e400", "1.5e99999", "-2E+400", "1" .. ("0"):rep(400) .. ".0",
+      "1" .. ("0"):rep(400) .. "e0" }) do
+      for _, doc in ipairs({ t, "[" .. t .. "]", '{"n":' .. t .. "}" }) do
+        local v, err = policy.json_decode(doc)
+        assert.is_nil(v, doc:sub(1, 40))
+        assert.matches("finite", err)
+      end
+      local lc, err = policy.decode_launch('{"extra":' .. t .. "}")
+      assert.is_nil(lc)
+      assert.matches("launch configuration", err)
+    end
+  end)
+
+  it("refuses an integer beyond 64 bits (a million digits too) instead of rounding it", function()
+    for _, t in ipairs({ "9223372036854775808", "-9223372036854775809", "18446744073709551616",
+      ("9"):rep(400), ("9"):rep(1000000), "-" .. ("1"):rep(20) }) do
+      local v, err = policy.json_decode(t)
+      assert.is_nil(v, t:sub(1, 40))
+      assert.matches("64 bits", err)
+    end
+  end)
+
+  it("keeps the 64-bit integers at both ends and finite floats at their limits", function()
+    assert.equal(math.maxinteger, policy.json_decode("9223372036854775807"))
+    assert.equal(math.mininteger, policy.json_decode("-9223372036854775808"))
+    assert.equal("integer", math.type(policy.json_decode("-9223372036854775808")))
+    assert.equal(1e308, policy.json_decode("1e308"))
+    assert.equal(-1.7976931348623157e308, policy.json_decode("-1.7976931348623157e308"))
+    assert.equal(9.2233720368547758e18, policy.json_decode("9223372036854775808.0"))
+    assert.equal(0.0, policy.json_decode("1e-400")) -- underflow is finite
+    local lc = assert(policy.decode_launch('{"n":9223372036854775807,"f":1e308}'))
+    assert.equal('{"f":1e+308,"n":9223372036854775807}', policy.encode_launch(lc))
+  end)
+
+  it("decodes exactly 64 levels of nesting and refuses 65", function()
+    for _, make in ipairs({ nested_arrays, nested_objects }) do
+      assert.is_table(policy.json_decode(make(64)))
+      assert.is_table(policy.json_decode("[" .. make(63) .. ", 1]"))
+      local v, err = policy.json_decode(make(65))
+      assert.is_nil(v)
+      assert.matches("nested too deeply", err)
+    end
+    -- a scalar inside 64 containers is at the limit, not beyond it
+    assert.is_table(policy.json_decode(("["):rep(64) .. "1" .. ("]"):rep(64)))
+    assert.is_table(policy.decode_launch(nested_objects(64)))
+    assert.is_nil(policy.decode_launch(nested_objects(65)))
+  end)
+
+  it("encodes exactly 64 levels of nesting and refuses 65, as decode does", function()
+    local text = assert(policy.json_encode(nested_tables(64)))
+    assert.same(nested_tables(64), policy.json_decode(text))
+    local v, err = policy.json_encode(nested_tables(65))
+    assert.is_nil(v)
+    assert.matches("nested too deeply", err)
+    assert.is_nil(policy.encode_launch(nested_tables(65)))
+  end)
+end)
+
 describe("policy.for_continuation", function()
   it("keeps the captured isolation, not a later edit of the project default", function()
     local p = project_with(BWRAP_DENY)

@@ -91,7 +91,8 @@ end
 local encode_value
 
 local function encode_table(t, where, depth, key)
-  if depth > MAX_DEPTH then
+  -- depth 0 is the outermost table: at most MAX_DEPTH tables, as decoded
+  if depth >= MAX_DEPTH then
     return nil, "isolation: " .. where .. " is nested too deeply (more than " .. MAX_DEPTH .. " levels)"
   end
   local out = {}
@@ -180,6 +181,17 @@ local function decode_string(s, pos, what)
   end
 end
 
+-- An integer's digits (no sign, no leading zero) within 64 bits.
+local function fits_64_bits(digits, negative)
+  local limit = negative and "9223372036854775808" or "9223372036854775807"
+  if #digits ~= #limit then return #digits < #limit end
+  return digits <= limit
+end
+
+-- Integers stay exact or are refused: one beyond 64 bits would become a
+-- float that is another number (Lua's tonumber rounds it, and tointeger
+-- then takes -9223372036854775809 for math.mininteger). Floats must be
+-- finite: 1e400 would decode as inf, which encode cannot write back.
 local function decode_number(s, pos, what)
   local int = s:match("^-?0", pos) or s:match("^-?[1-9]%d*", pos)
   if not int then return json_error(what, "unexpected character", pos) end
@@ -189,9 +201,17 @@ local function decode_number(s, pos, what)
   local exp = s:match("^[eE][+-]?%d+", stop) or ""
   stop = stop + #exp
   local text = s:sub(pos, stop - 1)
-  local n
-  if frac == "" and exp == "" then n = math.tointeger(tonumber(text)) end
-  n = n or tonumber(text) * 1.0
+  if frac == "" and exp == "" then
+    local negative = int:sub(1, 1) == "-"
+    if not fits_64_bits(negative and int:sub(2) or int, negative) then
+      return json_error(what, "an integer beyond 64 bits (write it as a float, e.g. 1e20, or as a string)", pos)
+    end
+    return math.tointeger(tonumber(text)), stop
+  end
+  local n = tonumber(text) * 1.0
+  if n == math.huge or n == -math.huge then
+    return json_error(what, "a number that is not finite (beyond the range of a double)", pos)
+  end
   return n, stop
 end
 
@@ -242,8 +262,11 @@ local function decode_object(s, pos, what, depth)
 end
 
 decode_value = function(s, pos, what, depth)
-  if depth > MAX_DEPTH then return json_error(what, "nested too deeply", pos) end
   local c = s:sub(pos, pos)
+  -- depth counts the containers around this value: at most MAX_DEPTH
+  if (c == "{" or c == "[") and depth >= MAX_DEPTH then
+    return json_error(what, "nested too deeply: more than " .. MAX_DEPTH .. " levels", pos)
+  end
   if c == "{" then return decode_object(s, pos, what, depth) end
   if c == "[" then return decode_array(s, pos, what, depth) end
   if c == '"' then return decode_string(s, pos, what) end
