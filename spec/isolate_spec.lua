@@ -418,7 +418,7 @@ describe("isolate", function()
 
     it("config files: not JSON, not an object, an unknown key, a map for allow_hosts", function()
       for _, text in ipairs({ "{nope", "[1, 2]", "[]", '{"mode": "bwrap", "colour": "red"}',
-        '{"mode": "bwrap", "network": "deny", "allow_hosts": {}}', '{"mode": "bwrap", "mode": "docker"}',
+        '{"mode": "bwrap", "mode": "docker"}',
         '{"mode": "bwrap", "network": "deny", "allow_hosts": {"a": "example.com"}}',
         '{"mode": "", "network": "deny"}' }) do
         helpers.write(tmp .. "/c.json", text)

@@ -136,8 +136,6 @@ describe("policy.patch_project", function()
       "http://x" },
     { "allow_hosts as a map", '{"isolation": {"mode": "bwrap", "network": "deny", "allow_hosts": {"a": "b"}}}',
       "allow_hosts" },
-    { "allow_hosts as an empty map", '{"isolation": {"mode": "bwrap", "network": "deny", "allow_hosts": {}}}',
-      "allow_hosts must be an array of host patterns, not a map (got {})" },
     { "isolation as an empty array", '{"isolation": []}', "isolation must be an object or null (got an array)" },
   }
   for _, case in ipairs(bad) do
@@ -156,6 +154,12 @@ describe("policy.patch_project", function()
     local p = project_with(nil)
     assert.equal(p, policy.patch_project(p, { isolation = { mode = "bwrap", network = "deny", allow_hosts = {} } }))
     assert.same({ mode = "bwrap", network = "deny", allow_hosts = {} }, policy.project_default(p))
+  end)
+
+  it("takes an empty JSON object for allow_hosts as the empty array lua-cjson writes, and stores []", function()
+    local p = project_with(nil)
+    assert.equal(p, policy.patch_project(p, '{"isolation": {"mode": "bwrap", "network": "deny", "allow_hosts": {}}}'))
+    assert.equal('{"allow_hosts":[],"mode":"bwrap","network":"deny"}', p.default_isolation_json)
   end)
 
   it("raises for a project that is not a table", function()

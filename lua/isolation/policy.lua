@@ -25,12 +25,6 @@ local MAX_DEPTH = 64
 --- The metatable that marks a table as a JSON array (an empty one encodes as `[]`).
 M.array_mt = ARRAY
 
--- Marks a decoded empty JSON object: in Lua `{}` and `[]` are the same
--- empty table, and `"allow_hosts": {}` or `"isolation": []` must not pass
--- for the other.
-local EMPTY_OBJECT = { __name = "isolation.json.empty_object" }
-M.empty_object_mt = EMPTY_OBJECT
-
 -- Shows a value inside an error message, shortened and on one line.
 local function show(v)
   if v == NULL then return "null" end
@@ -235,7 +229,7 @@ end
 local function decode_object(s, pos, what, depth)
   local t = {}
   pos = skip_ws(s, pos + 1)
-  if s:sub(pos, pos) == "}" then return setmetatable(t, EMPTY_OBJECT), pos + 1 end
+  if s:sub(pos, pos) == "}" then return t, pos + 1 end
   while true do
     if s:sub(pos, pos) ~= '"' then return json_error(what, "expected a string key", pos) end
     local k, v
@@ -297,15 +291,15 @@ end
 -- Configs
 
 -- Normalizes a config with the C validator; `field` names where it came from.
--- JSON null for a key inside the object means the key was not given.
+-- JSON null for a key inside the object means the key was not given. An
+-- empty JSON object for allow_hosts is the empty array lua-cjson writes for
+-- an empty Lua table (`cjson.encode(isolation.config{...})` must be
+-- accepted back); the C validator refuses a non-empty one, naming it. The
+-- other way round does not hold: `"isolation": []` is not an object.
 local function normalize(t, field)
   if t ~= nil and (type(t) ~= "table" or getmetatable(t) == ARRAY) then
     return nil, "isolation: " .. field .. " must be an object or null (got "
       .. (type(t) == "table" and "an array" or show(t)) .. ")"
-  end
-  if t ~= nil and getmetatable(t.allow_hosts) == EMPTY_OBJECT then
-    return nil, "isolation: " .. (field == "isolation" and "" or field .. ": ")
-      .. "allow_hosts must be an array of host patterns, not a map (got {})"
   end
   local raw = t
   if t ~= nil then
