@@ -195,6 +195,25 @@ describe("isolate doctor", function()
     assert.matches("does NOT work here", r.out, 1, true)
   end)
 
+  it("isolate explains a bwrap that cannot start, with the matching check's verdict and fix", function()
+    assert(helpers.run("mkdir " .. helpers.shquote(dir .. "/bin")) == 0)
+    fake_bwrap(dir .. "/bin/bwrap", "bwrap: setting up uid map: Permission denied",
+      "*' --unshare-user '*|*' --unshare-net '*")
+    local r = run({ "env", "PATH=" .. dir .. "/bin:/usr/sbin:/usr/bin:/sbin:/bin", cli.LUA, cli.ISOLATE, "--",
+      "touch", dir .. "/ran" }, { cwd = dir })
+    assert.equal(1, r.status, r.out .. r.err)
+    assert.is_nil(helpers.read(dir .. "/ran"))
+    assert.matches("isolate: bwrap cannot start a sandbox here (network namespace): ", r.err, 1, true)
+    assert.matches("\nisolate: fix: ", r.err, 1, true)
+  end)
+
+  it("isolate adds nothing when the sandboxed command itself exits 1", function()
+    if helpers.skip_without_bwrap() then return end
+    local r = run({ cli.LUA, cli.ISOLATE, "--", "false" }, { cwd = dir })
+    assert.equal(1, r.status)
+    assert.not_matches("cannot start a sandbox", r.err, 1, true)
+  end)
+
   it("refuses an unknown argument as a usage error", function()
     local r = run({ cli.LUA, cli.ISOLATE, "doctor", "--frobnicate" })
     assert.equal(2, r.status)

@@ -355,6 +355,31 @@ function M.run(opts)
   return out
 end
 
+--- Why bwrap cannot start a sandbox here: the first failed check among
+--- bwrap itself, the namespaces and seccomp (user namespaces only when the
+--- caller is not root, who does not need them), or nil when they all pass,
+--- i.e. bwrap did start and the command's own status is what came back.
+--- Cheap enough (a few bwrap starts) to run after a launch that failed.
+function M.why_bwrap_fails(opts)
+  opts = opts or {}
+  local tmp = assert(uv.fs_mkdtemp((os.getenv("TMPDIR") or "/tmp") .. "/isolation-preflight.XXXXXX"))
+  local env = {
+    proc_sys = opts.proc_sys or "/proc/sys", bwrap_name = opts.bwrap or "bwrap", timeout = opts.timeout or 10,
+    uid = opts.uid or uv.getuid(), tmp = tmp,
+  }
+  env.bwrap = find_program(env.bwrap_name)
+  local out = {}
+  local ok, err = pcall(bwrap_checks, env, out)
+  sh("rm -rf " .. shquote(tmp))
+  if not ok then error(err, 0) end
+  for _, c in ipairs(out) do
+    if not c.ok and c.name ~= "bwrap setuid" and not (c.name == "network namespace" and opts.network == false) then
+      return c
+    end
+  end
+  return nil
+end
+
 --- True when a bwrap launch with the network denied works here.
 function M.deny_works(checks)
   for _, c in ipairs(checks) do
