@@ -120,16 +120,22 @@ local function bwrap_checks(env, out)
   else
     out[#out + 1] = check("bwrap setuid", true, "not setuid: bwrap runs with the caller's rights")
   end
+  local userns_fix
   if ucode == 0 then
     out[#out + 1] = check("user namespaces", true, "bwrap made a user namespace")
   else
     local detail, fix = userns_diagnosis(env, utext)
-    out[#out + 1] = check("user namespaces", env.uid == 0 and not env.proc_sys_overridden,
-      env.uid == 0 and (detail .. "; not needed when root launches") or detail, fix)
+    -- root's sandboxes need no user namespace (bwrap makes the others
+    -- directly); injected settings describe another machine, so no pass.
+    local root_here = env.uid == 0 and not env.proc_sys_overridden
+    out[#out + 1] = check("user namespaces", root_here, root_here and (detail .. "; not needed when root launches")
+      or detail, fix)
+    userns_fix = fix
   end
 
   local ncode, ntext = sh(base .. "--unshare-net --unshare-pid true", env.timeout)
   local netns_fix = select(2, userns_diagnosis(env, ntext))
+  if netns_fix == userns_fix then netns_fix = "the fix for user namespaces above" end
   out[#out + 1] = check("network namespace", ncode == 0,
     ncode == 0 and "bwrap made a network namespace (network deny and none can be enforced)"
       or ("bwrap could not make a network namespace: " .. first_line(ntext)), netns_fix)
@@ -187,10 +193,9 @@ echo "$status"
 case "$status" in "HTTP/1.1 403"*) exit 0 ;; *) exit 4 ;; esac
 ]]
 
-local function deny_launch_check(env, out, bridge)
-  if not env.bwrap or not bridge then
-    out[#out + 1] = check("deny launch", false, "not tried: " .. (env.bwrap and "no bridge runs" or "no bwrap"),
-      "fix the checks above first")
+local function deny_launch_check(env, out, bridge, why_not)
+  if not bridge then
+    out[#out + 1] = check("deny launch", false, "not tried: " .. why_not, "fix the checks above first")
     return
   end
   local sock = env.tmp .. "/proxy.sock"
@@ -342,7 +347,9 @@ function M.run(opts)
   local ok_run, err = pcall(function()
     local netns = bwrap_checks(env, out)
     local builtin, socat = bridge_checks(env, out)
-    deny_launch_check(env, out, netns and (builtin and "builtin" or socat and "socat") or nil)
+    local bridge = builtin and "builtin" or socat and "socat" or nil
+    deny_launch_check(env, out, netns and bridge or nil,
+      not env.bwrap and "no bwrap" or not netns and "no network namespace" or "no bridge runs")
     tty_check(env, out)
     limits_checks(env, out)
     if opts.engines ~= false then
