@@ -1,0 +1,416 @@
+-- isolation.preflight: what this machine can do, probed for real.
+--
+-- The most common failure of a bwrap sandbox is that it does not start and
+-- nobody can tell why (an AppArmor rule on Ubuntu, a container without user
+-- namespaces, a missing socat). Each check here tries the thing itself (makes
+-- the namespace, installs the filter, runs the bridge, launches a deny
+-- sandbox against a real proxy) and, when it fails, reads the kernel settings
+-- that explain it, so that `fix` names one concrete action.
+--
+-- Everything the probes read or run is injectable (opts.proc_sys, opts.bwrap,
+-- ...), so that specs can present a restricted Ubuntu or a kernel without
+-- user namespaces without changing this machine.
+local uv = require("luv")
+local isolation = require("isolation")
+
+local M = {}
+
+local function shquote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- Runs a shell command line with a time bound; returns the exit status
+-- (128+n for signal n) and its output (stdout and stderr together).
+local function sh(cmdline, seconds)
+  local f = io.popen("timeout -k 1 " .. (seconds or 10) .. " sh -c " .. shquote(cmdline) .. " 2>&1 </dev/null")
+  local out = f:read("a")
+  local _, how, code = f:close()
+  if how == "signal" then code = 128 + code end
+  return code, out
+end
+
+-- The first line that says something (docker starts its error with a
+-- blank line).
+local function first_line(s)
+  return (s:match("%S[^\n]*") or ""):gsub("%s+$", "")
+end
+
+local function read_setting(root, name)
+  local f = io.open(root .. "/" .. name, "r")
+  if not f then return nil end
+  local v = f:read("l")
+  f:close()
+  return v and v:match("^%s*(.-)%s*$")
+end
+
+-- The absolute path of a program: `name` itself when it holds a slash,
+-- else the first executable of that name on PATH.
+local function find_program(name, path)
+  if not name then return nil end
+  if name:find("/", 1, true) then
+    return uv.fs_access(name, "x") and name or nil
+  end
+  for dir in (path or os.getenv("PATH") or "/usr/bin:/bin"):gmatch("[^:]+") do
+    local p = dir .. "/" .. name
+    local st = uv.fs_stat(p)
+    if st and st.type == "file" and uv.fs_access(p, "x") then return p end
+  end
+  return nil
+end
+
+local function check(name, ok, detail, fix)
+  return { name = name, ok = ok and true or false, detail = detail, fix = (not ok) and fix or nil }
+end
+
+------------------------------------------------------------------------------
+-- bwrap and the namespaces
+
+local APPARMOR_PROFILE = [[
+abi <abi/4.0>,
+include <tunables/global>
+profile bwrap %s flags=(unconfined) {
+  userns,
+  include if exists <local/bwrap>
+}]]
+
+-- Why a user namespace could not be made, from the kernel's settings; the
+-- order is the order in which the kernel refuses.
+local function userns_diagnosis(env, message)
+  local max = read_setting(env.proc_sys, "user/max_user_namespaces")
+  if max == "0" then
+    return "the kernel allows no user namespaces (user.max_user_namespaces = 0)",
+      "sysctl -w user.max_user_namespaces=15000 (and put user.max_user_namespaces=15000 in "
+        .. "/etc/sysctl.d/90-userns.conf)"
+  end
+  local clone = read_setting(env.proc_sys, "kernel/unprivileged_userns_clone")
+  if clone == "0" and env.uid ~= 0 then
+    return "unprivileged user namespaces are off (kernel.unprivileged_userns_clone = 0)",
+      "sysctl -w kernel.unprivileged_userns_clone=1 (and put it in /etc/sysctl.d/90-userns.conf)"
+  end
+  local apparmor = read_setting(env.proc_sys, "kernel/apparmor_restrict_unprivileged_userns")
+  if apparmor == "1" then
+    return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)",
+      "write /etc/apparmor.d/bwrap with the profile below, then run `apparmor_parser -r /etc/apparmor.d/bwrap`:\n"
+        .. APPARMOR_PROFILE:format(env.bwrap)
+  end
+  return "bwrap could not make a user namespace: " .. first_line(message),
+    "run where user namespaces are allowed (a container started with them, or the host), or use --mode docker"
+end
+
+local function bwrap_checks(env, out)
+  if not env.bwrap then
+    out[#out + 1] = check("bwrap", false, "bwrap is not on PATH (" .. tostring(env.bwrap_name) .. ")",
+      "apt-get install bubblewrap")
+    return false
+  end
+  local code, text = sh(shquote(env.bwrap) .. " --version", env.timeout)
+  local version = text:match("bubblewrap%s+([%d%.]+)")
+  out[#out + 1] = check("bwrap", code == 0, env.bwrap .. (version and (" " .. version) or (": " .. first_line(text))),
+    "apt-get install --reinstall bubblewrap")
+  if code ~= 0 then return false end
+
+  local st = uv.fs_stat(env.bwrap)
+  local setuid = st and (st.mode & tonumber("4000", 8)) ~= 0
+  local base = shquote(env.bwrap) .. " --ro-bind / / --dev /dev --proc /proc "
+  local ucode, utext = sh(base .. "--unshare-user --unshare-pid true", env.timeout)
+  if setuid then
+    out[#out + 1] = check("bwrap setuid", ucode ~= 0,
+      env.bwrap .. " is setuid root" .. (ucode == 0 and ", though user namespaces work here without it" or ""),
+      "chmod u-s " .. env.bwrap .. " (unprivileged user namespaces work here; the setuid bit only adds attack surface)")
+  else
+    out[#out + 1] = check("bwrap setuid", true, "not setuid: bwrap runs with the caller's rights")
+  end
+  local userns_fix
+  if ucode == 0 then
+    out[#out + 1] = check("user namespaces", true, "bwrap made a user namespace")
+  else
+    local detail, fix = userns_diagnosis(env, utext)
+    -- root's sandboxes need no user namespace (bwrap makes the others
+    -- directly); injected settings describe another machine, so no pass.
+    local root_here = env.uid == 0 and not env.proc_sys_overridden
+    out[#out + 1] = check("user namespaces", root_here, root_here and (detail .. "; not needed when root launches")
+      or detail, fix)
+    userns_fix = fix
+  end
+
+  local ncode, ntext = sh(base .. "--unshare-net --unshare-pid true", env.timeout)
+  local netns_fix = select(2, userns_diagnosis(env, ntext))
+  if netns_fix == userns_fix then netns_fix = "the fix for user namespaces above" end
+  out[#out + 1] = check("network namespace", ncode == 0,
+    ncode == 0 and "bwrap made a network namespace (network deny and none can be enforced)"
+      or ("bwrap could not make a network namespace: " .. first_line(ntext)), netns_fix)
+
+  local filter = env.tmp .. "/filter.bpf"
+  local f = assert(io.open(filter, "wb"))
+  f:write(isolation.tty_seccomp_filter())
+  f:close()
+  local scode, stext = sh(base .. "--seccomp 3 true 3<" .. shquote(filter), env.timeout)
+  out[#out + 1] = check("seccomp", scode == 0,
+    scode == 0 and "bwrap installed the module's seccomp filter" or ("bwrap --seccomp failed: " .. first_line(stext)),
+    "use a kernel built with CONFIG_SECCOMP_FILTER (every distribution kernel is)")
+  return ncode == 0
+end
+
+------------------------------------------------------------------------------
+-- The bridges and a whole deny launch
+
+local function bridge_checks(env, out)
+  local builtin_ok = false
+  if env.bridge then
+    -- Run with no arguments: the program must load (it is static) and
+    -- answer with its usage line, exit 2.
+    local code, text = sh(shquote(env.bridge), env.timeout)
+    builtin_ok = code == 2 and text:find("usage: isolation%-bridge") ~= nil
+    out[#out + 1] = check("bridge (built-in)", builtin_ok,
+      builtin_ok and env.bridge or (env.bridge .. " does not run: " .. first_line(text)),
+      "rebuild it: make build/isolation-bridge (or reinstall the rock)")
+  else
+    out[#out + 1] = check("bridge (built-in)", false, "isolation.BRIDGE is not set (the program was not found)",
+      "make (builds build/isolation-bridge), or luarocks make")
+  end
+  local socat = find_program(env.socat_name)
+  local socat_ok = false
+  if socat then
+    local code, text = sh(shquote(socat) .. " -V", env.timeout)
+    socat_ok = code == 0
+    out[#out + 1] = check("bridge (socat)", socat_ok,
+      socat .. " " .. (text:match("socat version ([%d%.]+)") or first_line(text)), "apt-get install --reinstall socat")
+  else
+    out[#out + 1] = check("bridge (socat)", false, "socat is not on PATH (the default bridge)",
+      "apt-get install socat, or use --bridge builtin")
+  end
+  return builtin_ok, socat_ok
+end
+
+-- A real deny launch: a proxy that admits nothing, a bwrap sandbox with the
+-- network unshared, and a CONNECT from inside that must get the proxy's
+-- 403 (and a direct connection that must fail).
+local DENY_PROBE = [[
+exec 3<>/dev/tcp/127.0.0.1/3128 || { echo "bridge not reached"; exit 3; }
+printf 'CONNECT probe.invalid:443 HTTP/1.1\r\nHost: probe.invalid:443\r\n\r\n' >&3
+IFS= read -r status <&3
+echo "$status"
+case "$status" in "HTTP/1.1 403"*) exit 0 ;; *) exit 4 ;; esac
+]]
+
+local function deny_launch_check(env, out, bridge, why_not)
+  if not bridge then
+    out[#out + 1] = check("deny launch", false, "not tried: " .. why_not, "fix the checks above first")
+    return
+  end
+  local sock = env.tmp .. "/proxy.sock"
+  local p, perr = isolation.proxy{ allow = {}, unix = sock }
+  if not p then
+    out[#out + 1] = check("deny launch", false, "the proxy did not start: " .. tostring(perr),
+      "check that " .. env.tmp .. " can hold a unix socket")
+    return
+  end
+  local work = env.tmp .. "/work"
+  local home = env.tmp .. "/home"
+  uv.fs_mkdir(work, tonumber("700", 8))
+  uv.fs_mkdir(home, tonumber("700", 8))
+  local line, lerr = isolation.wrap{
+    config = { mode = "bwrap", network = "deny" }, workdir = work, command = DENY_PROBE,
+    proxy_socket = sock, bridge = bridge, bridge_path = env.bridge,
+  }
+  local code, text
+  if line then
+    -- The probe's own HOME: the check is about the machine, not about the
+    -- environment doctor happens to run in.
+    code, text = sh("HOME=" .. shquote(home) .. "; PATH=" .. shquote(env.path_for_bwrap)
+      .. "; export HOME PATH; exec " .. line, env.timeout)
+  end
+  p:close()
+  if not line then
+    out[#out + 1] = check("deny launch", false, "the launch line could not be built: " .. tostring(lerr),
+      "report this as a bug")
+    return
+  end
+  local ok = code == 0
+  out[#out + 1] = check("deny launch", ok,
+    ok and ("a bwrap sandbox with the network denied reached the proxy through the " .. bridge
+      .. " bridge and got its 403")
+      or ("a deny sandbox failed (exit " .. tostring(code) .. "): " .. first_line(text)),
+    "fix the first failed check above; then run `isolate doctor` again")
+end
+
+------------------------------------------------------------------------------
+-- The terminal, limits, container engines
+
+local function tty_check(env, out)
+  local v = read_setting(env.proc_sys, "dev/tty/legacy_tiocsti")
+  if v == nil then
+    out[#out + 1] = check("tty injection", false,
+      "the kernel has no dev.tty.legacy_tiocsti (before 6.2): TIOCSTI always works, so only the seccomp "
+        .. "filter stops it",
+      "use isolate or the session manager (they pass the filter), or a kernel 6.2 or later")
+  else
+    out[#out + 1] = check("tty injection", v == "0",
+      v == "0" and "dev.tty.legacy_tiocsti = 0: the kernel refuses TIOCSTI"
+        or "dev.tty.legacy_tiocsti = " .. v
+          .. ": TIOCSTI works; isolate and the session manager refuse it with seccomp",
+      "sysctl -w dev.tty.legacy_tiocsti=0 (and put it in /etc/sysctl.d/90-tty.conf)")
+  end
+end
+
+-- A cgroup the limits could live in: a cgroup2 directory that offers the
+-- memory and pids controllers, or the v1 memory and pids hierarchies, and
+-- in either case one we can make a child in.
+local function cgroup_probe(root)
+  -- Makes a child of dir and tells whether it holds `file` (the controller's
+  -- limit file: the root of a hierarchy has none of its own).
+  local function child_has(dir, file)
+    local child = dir .. "/isolation-preflight." .. uv.os_getpid()
+    if not uv.fs_mkdir(child, tonumber("755", 8)) then return false end
+    local has = uv.fs_stat(child .. "/" .. file) ~= nil
+    uv.fs_rmdir(child)
+    return has
+  end
+  for _, v2 in ipairs({ root .. "/unified", root }) do
+    local controllers = read_setting(v2, "cgroup.controllers")
+    if controllers and controllers:find("memory") and controllers:find("pids") and child_has(v2, "cgroup.procs") then
+      return true, "cgroup v2 at " .. v2 .. " (" .. controllers .. ")"
+    end
+  end
+  if child_has(root .. "/memory", "memory.limit_in_bytes") and child_has(root .. "/pids", "pids.max") then
+    return true, "cgroup v1 memory and pids hierarchies under " .. root
+  end
+  return false, "no writable cgroup with the memory and pids controllers under " .. root
+end
+
+local function limits_checks(env, out)
+  local code, text = 127, "systemd-run is not on PATH"
+  if find_program(env.systemd_run_name) then
+    code, text = sh(shquote(env.systemd_run_name) .. " --user --scope --quiet true", env.timeout)
+  end
+  out[#out + 1] = check("limits: systemd", code == 0,
+    code == 0 and "a systemd user scope can be made" or ("no systemd user scope: " .. first_line(text)),
+    "log in through a session with a systemd user manager (loginctl enable-linger USER), or use another mechanism")
+  local ok, detail = cgroup_probe(env.cgroup_root)
+  out[#out + 1] = check("limits: cgroup", ok, detail,
+    "run as root, or delegate a cgroup v2 subtree with the memory and pids controllers to this user")
+  local prlimit = find_program(env.prlimit_name)
+  out[#out + 1] = check("limits: rlimit", prlimit ~= nil,
+    prlimit and (prlimit .. " (per-process limits: address space, open files; not a per-sandbox total)")
+      or "prlimit is not on PATH", "apt-get install util-linux")
+end
+
+local function engine_check(env, out, name, program, fix)
+  local path = find_program(program)
+  if not path then
+    out[#out + 1] = check(name, false, program .. " is not on PATH", fix)
+    return
+  end
+  local code, text = sh(shquote(path) .. " version --format '{{.Server.Version}}'", env.timeout)
+  out[#out + 1] = check(name, code == 0,
+    code == 0 and (path .. ", server " .. first_line(text)) or (path .. ": no server answers: " .. first_line(text)),
+    name == "docker" and "start the Docker daemon (or give this user access to its socket)"
+      or "check `podman info` (rootless podman needs newuidmap and subuid ranges)")
+end
+
+------------------------------------------------------------------------------
+
+local OPTION_TYPES = {
+  proc_sys = "string", bwrap = "string", socat = "string", bridge = "string", cgroup_root = "string",
+  systemd_run = "string", prlimit = "string", docker = "string", podman = "string", timeout = "number",
+  uid = "number", engines = "boolean",
+}
+
+--- The checks, in a stable order: an array of {name, ok, detail, fix}.
+function M.run(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then
+    error("bad argument #1 to 'preflight' (table expected, got " .. type(opts) .. ")", 2)
+  end
+  for k, v in pairs(opts) do
+    if OPTION_TYPES[k] == nil then error("bad argument #1 to 'preflight' (unknown option " .. tostring(k) .. ")", 2) end
+    if type(v) ~= OPTION_TYPES[k] then
+      error("bad argument #1 to 'preflight' (" .. k .. ": " .. OPTION_TYPES[k] .. " expected, got "
+        .. type(v) .. ")", 2)
+    end
+  end
+  local tmp = assert(uv.fs_mkdtemp((os.getenv("TMPDIR") or "/tmp") .. "/isolation-preflight.XXXXXX"))
+  local env = {
+    proc_sys = opts.proc_sys or "/proc/sys", proc_sys_overridden = opts.proc_sys ~= nil,
+    bwrap_name = opts.bwrap or "bwrap", socat_name = opts.socat or "socat",
+    bridge = opts.bridge or isolation.BRIDGE, cgroup_root = opts.cgroup_root or "/sys/fs/cgroup",
+    systemd_run_name = opts.systemd_run or "systemd-run", prlimit_name = opts.prlimit or "prlimit",
+    timeout = opts.timeout or 10, uid = opts.uid or uv.getuid(), tmp = tmp,
+    path_for_bwrap = os.getenv("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin",
+  }
+  env.bwrap = find_program(env.bwrap_name)
+  if env.bwrap and env.bwrap_name:find("/", 1, true) then
+    -- An injected bwrap must be the one the line runs too.
+    env.path_for_bwrap = env.bwrap:match("^(.*)/") .. ":" .. env.path_for_bwrap
+  end
+  local out = {}
+  local ok_run, err = pcall(function()
+    local netns = bwrap_checks(env, out)
+    local builtin, socat = bridge_checks(env, out)
+    local bridge = builtin and "builtin" or socat and "socat" or nil
+    deny_launch_check(env, out, netns and bridge or nil,
+      not env.bwrap and "no bwrap" or not netns and "no network namespace" or "no bridge runs")
+    tty_check(env, out)
+    limits_checks(env, out)
+    if opts.engines ~= false then
+      engine_check(env, out, "docker", opts.docker or "docker", "apt-get install docker.io")
+      engine_check(env, out, "podman", opts.podman or "podman", "apt-get install podman")
+    end
+  end)
+  sh("rm -rf " .. shquote(tmp))
+  if not ok_run then error(err, 0) end
+  return out
+end
+
+--- Why bwrap cannot start a sandbox here: the first failed check among
+--- bwrap itself, the namespaces and seccomp (user namespaces only when the
+--- caller is not root, who does not need them), or nil when they all pass,
+--- i.e. bwrap did start and the command's own status is what came back.
+--- Cheap enough (a few bwrap starts) to run after a launch that failed.
+function M.why_bwrap_fails(opts)
+  opts = opts or {}
+  local tmp = assert(uv.fs_mkdtemp((os.getenv("TMPDIR") or "/tmp") .. "/isolation-preflight.XXXXXX"))
+  local env = {
+    proc_sys = opts.proc_sys or "/proc/sys", bwrap_name = opts.bwrap or "bwrap", timeout = opts.timeout or 10,
+    uid = opts.uid or uv.getuid(), tmp = tmp,
+  }
+  env.bwrap = find_program(env.bwrap_name)
+  local out = {}
+  local ok, err = pcall(bwrap_checks, env, out)
+  sh("rm -rf " .. shquote(tmp))
+  if not ok then error(err, 0) end
+  for _, c in ipairs(out) do
+    if not c.ok and c.name ~= "bwrap setuid" and not (c.name == "network namespace" and opts.network == false) then
+      return c
+    end
+  end
+  return nil
+end
+
+--- True when a bwrap launch with the network denied works here.
+function M.deny_works(checks)
+  for _, c in ipairs(checks) do
+    if c.name == "deny launch" then return c.ok end
+  end
+  return false
+end
+
+--- The checks as a table a person reads, with each failed check's fix.
+function M.format(checks)
+  local width = 0
+  for _, c in ipairs(checks) do width = math.max(width, #c.name) end
+  local lines = {}
+  for _, c in ipairs(checks) do
+    lines[#lines + 1] = string.format("%-4s  %-" .. width .. "s  %s", c.ok and "ok" or "FAIL", c.name, c.detail)
+    if c.fix then
+      local first = true
+      for l in (c.fix .. "\n"):gmatch("(.-)\n") do
+        lines[#lines + 1] = string.rep(" ", 6 + width) .. (first and "  fix: " or "       ") .. l
+        first = false
+      end
+    end
+  end
+  return table.concat(lines, "\n") .. "\n"
+end
+
+return M
