@@ -555,24 +555,32 @@ function Manager:launch(req)
     s.proxy, s.proxy_socket = p, path
   end
 
-  self._starting[id] = true
+  -- While the launcher runs, the session is "starting": a kill, archive
+  -- or close meanwhile (from the launcher itself, or from a callback it
+  -- runs) is recorded in s._end_requested and wins once it returns.
+  self._starting[id] = s
   local lok, handle, lerr = pcall(self._launcher, cmdline, s)
-  self._starting[id] = nil
-  if not lok or not handle then
-    local why = not lok and tostring(handle) or tostring(lerr or "the launcher returned no handle")
+  local ended = s._end_requested or (self._closed and "closed") or nil
+  if ended or not lok or not handle then
+    if ended and lok and handle then
+      s.handle = handle
+      local serr = self:_stop_handle(s)
+      if serr then self:_log("isolation: " .. serr) end
+    end
     s.state = "ended"
-    s.end_reason = "launch failed"
+    s.end_reason = ended or "launch failed"
     local p = s.proxy
     s.proxy = nil
     if p then pcall(p.close, p) end
     self:_remove_socket(s.proxy_socket)
+    self._starting[id] = nil
+    if ended == "closed" then return nil, "isolation: this session manager was closed during the launch" end
+    if ended then return nil, "isolation: session " .. show(id) .. " was " .. ended .. " during launch" end
+    local why = not lok and tostring(handle) or tostring(lerr or "the launcher returned no handle")
     return nil, "isolation: launch of session " .. show(id) .. " failed: " .. why
   end
+  self._starting[id] = nil
   s.handle = handle
-  if self._closed then -- the launcher closed the manager under us
-    self:_teardown(s, "closed")
-    return nil, "isolation: this session manager was closed during the launch"
-  end
   if not old then self._order[#self._order + 1] = id end
   self._sessions[id] = s
   return s
@@ -582,22 +590,35 @@ local function unknown(id)
   return nil, "isolation: no session " .. show(id)
 end
 
+-- Calls the stop function (when one was given) on the session's handle;
+-- returns nil, or what went wrong.
+function Manager:_stop_handle(s)
+  if not self._stop then return nil end
+  local ok, r, e = pcall(self._stop, s.handle, s)
+  if not ok then
+    return "stopping session " .. show(s.id) .. " failed (its proxy is closed): " .. tostring(r)
+  elseif r == nil and e ~= nil then
+    return "stopping session " .. show(s.id) .. " failed (its proxy is closed): " .. tostring(e)
+  end
+  return nil
+end
+
 -- Stops the process (when a stop function was given), then tears down.
 function Manager:_end(id, reason)
+  local starting = self._starting[id]
+  if starting then
+    starting._end_requested = starting._end_requested or reason
+    return true
+  end
   local s = self._sessions[id]
   if not s then return unknown(id) end
-  if s.state ~= "running" then return true end
-  local err
-  if self._stop then
-    local ok, r, e = pcall(self._stop, s.handle, s)
-    if not ok then
-      err = tostring(r)
-    elseif r == nil and e ~= nil then
-      err = tostring(e)
-    end
-  end
+  -- _ending: a stop callback that calls kill (or archive, close) again
+  -- must not stop the process a second time, nor recurse.
+  if s.state ~= "running" or s._ending then return true end
+  s._ending = reason
+  local err = self:_stop_handle(s)
   self:_teardown(s, reason)
-  if err then return nil, "isolation: stopping session " .. show(id) .. " failed (its proxy is closed): " .. err end
+  if err then return nil, "isolation: " .. err end
   return true
 end
 
@@ -608,6 +629,7 @@ end
 
 --- Ends the session like kill and marks it archived. true, or nil, err.
 function Manager:archive(id)
+  if self._starting[id] then return self:_end(id, "archived") end
   local s = self._sessions[id]
   if not s then return unknown(id) end
   local ok, err = self:_end(id, "archived")
@@ -623,7 +645,7 @@ function Manager:poll()
   local n = 0
   for _, id in ipairs(self._order) do
     local s = self._sessions[id]
-    if s and s.state == "running" then
+    if s and s.state == "running" and not s._ending then
       local ok, alive = pcall(self._alive, s.handle, s)
       if not ok then
         self:_log("isolation: alive probe for session " .. show(id) .. " failed: " .. tostring(alive))
