@@ -301,6 +301,8 @@ local function remove_dead_socket(path)
   return uv.fs_unlink(path) == true
 end
 
+M._remove_dead_socket = remove_dead_socket -- isolate's leftover cleanup: the same rule
+
 --- Removes the socket files in runtime_dir that nobody listens on (left by
 --- a manager that died) and leaves live ones and everything that is not a
 --- socket alone. Returns how many were removed and their paths.
