@@ -75,6 +75,7 @@ describe("isolate's leftovers", function()
   before_each(function()
     tmp = helpers.tmpdir() -- TMPDIR of every isolate here: nobody else's directories are touched
     assert(uv.fs_chmod(tmp, tonumber("755", 8)))
+    assert(uv.fs_mkdir(tmp .. "/home", 448))
     running = {}
   end)
   after_each(function()
@@ -84,6 +85,9 @@ describe("isolate's leftovers", function()
     end
     helpers.rmtree(tmp)
   end)
+
+  -- isolate's environment: this TMPDIR, and a HOME (CI may have none)
+  local function env() return { "TMPDIR=" .. tmp, "HOME=" .. tmp .. "/home" } end
 
   local function proxy_dirs()
     local out = {}
@@ -99,7 +103,7 @@ describe("isolate's leftovers", function()
     local before = proxy_dirs()
     local work = tmp .. "/work"
     uv.fs_mkdir(work, 448)
-    local p = cli.spawn({ cli.ISOLATE, "--workdir", work, "--", "sleep", "300" }, { env = { "TMPDIR=" .. tmp } })
+    local p = cli.spawn({ cli.ISOLATE, "--workdir", work, "--", "sleep", "300" }, { env = env() })
     running[#running + 1] = p
     local name
     assert.is_true(cli.wait_for(function()
@@ -152,7 +156,7 @@ describe("isolate's leftovers", function()
     keep[#keep + 1] = empty
     keep[#keep + 1] = plain
     glue_sleep(2.2) -- older than the age under which a socket may be between bind and listen
-    local status, _, err = cli.isolate({ "--workdir", tmp .. "/work", "--", "true" }, { env = { "TMPDIR=" .. tmp } })
+    local status, _, err = cli.isolate({ "--workdir", tmp .. "/work", "--", "true" }, { env = env() })
     assert.are.equal(0, status, err)
     assert.is_false(exists(tmp .. "/" .. killed_dir))
     assert.is_true(exists(tmp .. "/" .. live_dir .. "/proxy.sock"))
@@ -168,11 +172,11 @@ describe("isolate's leftovers", function()
 
   it("leaves a dead socket younger than two seconds (an isolate between bind and listen)", function()
     local dir = leftover("isolate.Fresh1")
-    local status, _, err = cli.isolate({ "--mode", "none", "--", "true" }, { env = { "TMPDIR=" .. tmp } })
+    local status, _, err = cli.isolate({ "--mode", "none", "--", "true" }, { env = env() })
     assert.are.equal(0, status, err)
     assert.is_true(exists(dir .. "/proxy.sock"))
     glue_sleep(2.2)
-    status, _, err = cli.isolate({ "--mode", "none", "--", "true" }, { env = { "TMPDIR=" .. tmp } })
+    status, _, err = cli.isolate({ "--mode", "none", "--", "true" }, { env = env() })
     assert.are.equal(0, status, err)
     assert.is_false(exists(dir))
   end)
