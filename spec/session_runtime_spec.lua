@@ -93,6 +93,18 @@ describe("runtime_dir from / down", function()
     end)
   end
 
+  it("refuses a 0755 parent whose ACL lets another user write (the group bits show the ACL's mask)", function()
+    root = open_root()
+    local parent = root .. "/acl"
+    mkdir(parent, tonumber("755", 8))
+    assert.are.equal(0, helpers.run("setfacl -m u:" .. OTHER .. ":rwx " .. shq(parent)))
+    assert.is_true(as_other("mkdir " .. shq(parent .. "/theirs"))) -- they really can
+    local mgr, err = manager(parent .. "/run")
+    assert.is_nil(mgr)
+    assert.matches('"' .. parent .. '" is writable by group or others (mode 0775)', err, 1, true)
+    assert.is_false(exists(parent .. "/run"))
+  end)
+
   it("refuses a parent that belongs to another user, even 0755", function()
     root = open_root()
     local parent = root .. "/theirs"
