@@ -96,17 +96,47 @@ format:
 # Installs the rock into a temporary tree, from a copy of the sources (the
 # builtin build compiles next to them), and loads it from that tree alone.
 # The rockspec must list exactly the C files the Makefile builds.
+# luv and lua-cjson, which the rockspec depends on, are Debian's packages
+# here (lua-luv, lua-cjson), not rocks: a temporary luarocks config declares
+# them provided (rocks_provided, at Debian's versions), so that the install
+# works offline and still resolves the rockspec's dependencies by name.
+# Then, from an empty directory and with no LUA_PATH/LUA_CPATH but the
+# tree's (and the system's defaults), isolation and its three Lua modules
+# load from the tree, and the installed `isolate --version` runs.
+ROCK_ENV = env -u LUA_INIT -u LUA_INIT_5_4 -u LUA_PATH -u LUA_PATH_5_4 -u LUA_CPATH -u LUA_CPATH_5_4
+ROCK_LOAD = local tree, checkout = os.getenv("TREE"), os.getenv("CHECKOUT"); \
+  for p in (package.path .. ";" .. package.cpath):gmatch("[^;]+") do \
+    assert(not p:find(checkout, 1, true), "the checkout is on the path: " .. p) end; \
+  local i = require("isolation"); \
+  assert(package.searchpath("isolation", package.cpath):find(tree, 1, true), "isolation is not from the tree"); \
+  for _, m in ipairs({"policy", "scheduler", "session"}) do require("isolation." .. m); \
+    assert(package.searchpath("isolation." .. m, package.path):find(tree, 1, true), m .. " is not from the tree") end; \
+  assert(i.BRIDGE and i.BRIDGE:find(tree, 1, true), "BRIDGE is not in the tree"); \
+  print("rockcheck: isolation " .. i.version .. " and isolation.session (luv " .. require("luv").version_string() \
+    .. ", cjson " .. require("cjson")._VERSION .. ") load from the installed tree, BRIDGE " .. i.BRIDGE)
+
 rockcheck: deps all
 	@want=$$(ls src/*.c | sort); have=$$(grep -o 'src/[a-z_]*\.c' isolation-scm-1.rockspec | sort); \
 	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from src/*.c:"; \
 	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	cp -r src lua bin isolation-scm-1.rockspec "$$tmp/" && mkdir "$$tmp/build" && \
+	luv=$$(dpkg-query -W -f='$${Version}' lua-luv | sed 's/[-+~].*//') && \
+	cjson=$$(dpkg-query -W -f='$${Version}' lua-cjson | sed 's/[-+~].*//') && \
+	printf 'rocks_provided = { luv = "%s-1", ["lua-cjson"] = "%s-1" }\n' "$$luv" "$$cjson" >"$$tmp/config.lua" && \
+	export LUAROCKS_CONFIG="$$tmp/config.lua" && \
+	cp -r src lua bin isolation-scm-1.rockspec "$$tmp/" && mkdir "$$tmp/build" "$$tmp/empty" && \
 	cp $(BUILD)/isolation-bridge "$$tmp/build/" && \
 	(cd "$$tmp" && luarocks --lua-version 5.4 make --tree "$$tmp/tree" isolation-scm-1.rockspec >"$$tmp/log" 2>&1) \
 	  || { cat "$$tmp/log"; exit 1; }; \
-	TREE="$$tmp/tree" LUA_PATH="$$tmp/tree/share/lua/5.4/?.lua;;" LUA_CPATH="$$tmp/tree/lib/lua/5.4/?.so;;" \
-	  $(LUA) -e 'local i = require("isolation"); assert(package.searchpath("isolation", package.cpath):find(os.getenv("TREE"), 1, true)); for _, m in ipairs({"policy", "scheduler", "session"}) do require("isolation." .. m) end; assert(i.BRIDGE and i.BRIDGE:find(os.getenv("TREE"), 1, true), "BRIDGE is not in the tree"); print("rockcheck: isolation " .. i.version .. " loads from the installed tree, BRIDGE " .. i.BRIDGE)'
+	luarocks --lua-version 5.4 --tree "$$tmp/tree" show isolation >"$$tmp/show" 2>&1 || { cat "$$tmp/show"; exit 1; }; \
+	for d in luv lua-cjson; do grep -Eq "^[[:space:]]+$$d " "$$tmp/show" \
+	  || { echo "rockcheck: the installed rock does not depend on $$d:"; cat "$$tmp/show"; exit 1; }; done; \
+	cd "$$tmp/empty" && \
+	$(ROCK_ENV) TREE="$$tmp/tree" CHECKOUT="$(CURDIR)" LUA_PATH="$$tmp/tree/share/lua/5.4/?.lua;;" \
+	  LUA_CPATH="$$tmp/tree/lib/lua/5.4/?.so;;" $(LUA) -e '$(ROCK_LOAD)' && \
+	out=$$($(ROCK_ENV) "$$tmp/tree/bin/isolate" --version) && \
+	case "$$out" in "isolate "*"(module $$tmp/tree/"*) echo "rockcheck: installed $$out" ;; \
+	  *) echo "rockcheck: the installed isolate --version says: $$out"; exit 1 ;; esac
 
 test: deps all spec spec-asan lint rockcheck $(TEST_STEPS)
 	@echo "make test: all steps passed"

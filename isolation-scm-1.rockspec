@@ -6,7 +6,7 @@ description = {
   summary = "Fast sandbox tier for AI coding-agent launches: bwrap/docker argv, egress allowlist proxy",
   license = "MIT",
 }
-dependencies = { "lua >= 5.4, < 5.5" }
+dependencies = { "lua >= 5.4, < 5.5", "luv", "lua-cjson" }
 external_dependencies = {
   LIBUV = { header = "uv.h", library = "uv" },
 }

@@ -558,9 +558,14 @@ describe("isolate installed by luarocks", function()
     end
     assert.are.same({}, missing, "isolation-scm-1.rockspec does not list these src/*.c files")
     local tree = tmp .. "/tree"
+    -- offline: the rockspec's luv and lua-cjson are the system's (Debian's
+    -- packages, not rocks), declared provided as `make rockcheck` does
+    helpers.write(tmp .. "/rocks.lua", string.format('rocks_provided = { luv = "%s-1", ["lua-cjson"] = "%s-1" }\n',
+      require("luv").version_string(), require("cjson")._VERSION))
     local out
-    code, out, err = helpers.run("cd " .. helpers.shquote(tmp .. "/src")
-      .. " && luarocks --lua-version 5.4 make --tree " .. helpers.shquote(tree) .. " isolation-scm-1.rockspec")
+    code, out, err = helpers.run("cd " .. helpers.shquote(tmp .. "/src") .. " && LUAROCKS_CONFIG="
+      .. helpers.shquote(tmp .. "/rocks.lua") .. " luarocks --lua-version 5.4 make --tree " .. helpers.shquote(tree)
+      .. " isolation-scm-1.rockspec")
     assert.are.equal(0, code, out .. err)
     -- only the tree, and the directories of the system's luv and cjson
     local function dir_of(mod) return (assert(package.searchpath(mod, package.cpath)):match("^(.*)/[^/]+$")) end

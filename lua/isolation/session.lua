@@ -54,38 +54,133 @@ end
 ------------------------------------------------------------------------------
 -- The runtime directory
 
--- Creates dir and its missing parents, each 0700. An existing runtime_dir
--- must be a directory of this user with no group or other permissions: it
--- is refused, not repaired, because "repairing" a shared directory (say
--- /tmp) would break everyone else who uses it.
-local function ensure_dir(dir)
-  local prefix = ""
-  for part in dir:gmatch("[^/]+") do
-    prefix = prefix .. "/" .. part
-    local st = uv.fs_stat(prefix)
-    if not st then
-      local ok, err, code = uv.fs_mkdir(prefix, 448) -- 0700
-      if not ok and code ~= "EEXIST" then
-        return nil, "isolation: runtime_dir: cannot create " .. show(prefix) .. " (" .. tostring(err) .. ")"
-      end
-      st = uv.fs_stat(prefix)
-      if st and st.type == "directory" and st.uid == uv.getuid() and int(st.mode) & 511 ~= 448 then
-        uv.fs_chmod(prefix, 448) -- a umask cannot widen it, but it may narrow it below 0700
-      end
+-- runtime_dir must stay in the hands of root and this user, from / down:
+-- another user who can write any directory above it could move runtime_dir
+-- away after manager() and put their own in its place, and the next launch
+-- would bind its proxy socket and write its seccomp filter there. So every
+-- component must belong to root or to this user, and none above runtime_dir
+-- may be writable by group or others unless it is sticky (there, the next
+-- component must be root's or ours, which the first rule already says: an
+-- entry of a sticky directory can be moved only by its owner, the
+-- directory's owner and root). runtime_dir itself is this user's, 0700.
+
+local S_ISVTX = 512 -- 01000
+local GROUP_OTHER_WRITE = 18 -- 0022
+
+-- Why the directory at path (st: its lstat) cannot be part of runtime_dir,
+-- or nil. `last`: path is runtime_dir itself.
+local function untrusted(path, st, last)
+  local uid = uv.getuid()
+  if not st then return show(path) .. " does not exist" end
+  if st.type ~= "directory" then return show(path) .. " is not a directory" end
+  local mode = int(st.mode) & 4095
+  if last then
+    if st.uid ~= uid then
+      return show(path) .. " belongs to uid " .. int(st.uid) .. ", not to this user (uid " .. int(uid)
+        .. "): use a private directory"
     end
-    if not st or st.type ~= "directory" then
-      return nil, "isolation: runtime_dir: " .. show(prefix) .. " is not a directory"
+    if mode & 63 ~= 0 then
+      return string.format("%s has mode %04o; it must be private (0700): chmod 700 it or use a private directory",
+        show(path), mode)
     end
+    return nil
   end
-  local st = uv.fs_stat(dir)
-  if st.uid ~= uv.getuid() then
-    return nil, "isolation: runtime_dir " .. show(dir) .. " belongs to uid " .. int(st.uid)
-      .. ", not to this user (uid " .. int(uv.getuid()) .. "): use a private directory"
+  if st.uid ~= 0 and st.uid ~= uid then
+    return show(path) .. " belongs to uid " .. int(st.uid) .. ", who could move runtime_dir away and put "
+      .. "their own in its place: every directory above runtime_dir must belong to root or to this user (uid "
+      .. int(uid) .. ")"
   end
-  local mode = int(st.mode) & 511
-  if mode & 63 ~= 0 then
-    return nil, string.format("isolation: runtime_dir %s has mode %04o; it must be private (0700): "
-      .. "chmod 700 it or use a private directory", show(dir), mode)
+  if mode & GROUP_OTHER_WRITE ~= 0 and mode & S_ISVTX == 0 then
+    return string.format("%s is writable by group or others (mode %04o) and not sticky: another user could "
+      .. "move runtime_dir away and put their own in its place; use a directory whose every parent is "
+      .. "writable only by root or by you", show(path), mode)
+  end
+  return nil
+end
+
+local function too_long(dir)
+  if #dir + 1 + HASHED_NAME_LEN > SUN_PATH_MAX then
+    return string.format("isolation: runtime_dir %s is too long for a unix socket address "
+      .. "(%d bytes; at most %d, so that <runtime_dir>/<session>.sock fits in %d bytes)",
+      show(dir), #dir, SUN_PATH_MAX - 1 - HASHED_NAME_LEN, SUN_PATH_MAX)
+  end
+end
+
+local function runtime_error(dir, why)
+  return "isolation: runtime_dir " .. show(dir) .. ": " .. why
+end
+
+-- Walks dir from / down, checking each component with lstat; `create`:
+-- makes the missing ones, 0700 (each in a parent already checked). A
+-- symlink (in a checked parent) is resolved and the walk starts again on
+-- the real path, which is then the only one used. Returns the real dir and
+-- its chain, {path, dev, ino, last} per component from "/", or nil, err,
+-- and "missing" when a component does not exist and create is false.
+local function walk_runtime_dir(dir, create)
+  local given = dir
+  for _ = 1, 40 do
+    local parts = {}
+    for part in dir:gmatch("[^/]+") do parts[#parts + 1] = part end
+    if #parts == 0 then return nil, runtime_error(given, "resolves to / itself") end
+    local long = too_long(dir)
+    if long then return nil, long end
+    local st = uv.fs_lstat("/")
+    local why = untrusted("/", st, false)
+    if why then return nil, runtime_error(given, why) end
+    local chain = { { path = "/", dev = st.dev, ino = st.ino } }
+    local prefix, resolved = "", nil
+    for i, part in ipairs(parts) do
+      prefix = prefix .. "/" .. part
+      local last = i == #parts
+      st = uv.fs_lstat(prefix)
+      if not st then
+        if not create then return nil, runtime_error(given, show(prefix) .. " does not exist"), "missing" end
+        local ok, err, code = uv.fs_mkdir(prefix, 448) -- 0700
+        if not ok and code ~= "EEXIST" then
+          return nil, "isolation: runtime_dir: cannot create " .. show(prefix) .. " (" .. tostring(err) .. ")"
+        end
+        st = uv.fs_lstat(prefix)
+        if st and st.type == "directory" and st.uid == uv.getuid() and int(st.mode) & 4095 ~= 448 then
+          uv.fs_chmod(prefix, 448) -- a umask cannot widen it, but it may narrow it below 0700
+          st = uv.fs_lstat(prefix)
+        end
+      end
+      if st and st.type == "link" then
+        -- the link itself must be in trusted hands, like a directory there
+        if st.uid ~= 0 and st.uid ~= uv.getuid() then
+          return nil, runtime_error(given, show(prefix) .. " is a symbolic link of uid " .. int(st.uid)
+            .. ": every component of runtime_dir must belong to root or to this user")
+        end
+        local real = uv.fs_realpath(prefix)
+        if not real then return nil, runtime_error(given, show(prefix) .. " is a broken symbolic link") end
+        resolved = real .. (last and "" or "/" .. table.concat(parts, "/", i + 1))
+        resolved = resolved:gsub("^//+", "/")
+        break
+      end
+      why = untrusted(prefix, st, last)
+      if why then return nil, runtime_error(given, why) end
+      chain[#chain + 1] = { path = prefix, dev = st.dev, ino = st.ino, last = last }
+    end
+    if not resolved then return dir, chain end
+    dir = resolved
+  end
+  return nil, runtime_error(given, "too many levels of symbolic links")
+end
+
+-- Is runtime_dir still the directory, and the chain above it still the
+-- chain, that manager() checked (the same inodes, still trusted)? luv
+-- cannot bind() or open relative to a directory descriptor, so every use
+-- by path (a launch's socket and filter, a teardown's unlink) checks this
+-- first. Once it holds, nobody but root and this user can change it.
+local function chain_intact(dir, chain)
+  for _, c in ipairs(chain) do
+    local st = uv.fs_lstat(c.path)
+    if not st or st.dev ~= c.dev or st.ino ~= c.ino then
+      return nil, runtime_error(dir, show(c.path) .. " is no longer the directory that manager() checked "
+        .. "(moved or replaced since): nothing is written there; make a new manager")
+    end
+    local why = untrusted(c.path, st, c.last)
+    if why then return nil, runtime_error(dir, why) end
   end
   return true
 end
@@ -104,11 +199,8 @@ local function check_runtime_dir(dir)
       return nil, "isolation: runtime_dir must not contain . or .. (got " .. show(dir) .. ")"
     end
   end
-  if #dir + 1 + HASHED_NAME_LEN > SUN_PATH_MAX then
-    return nil, string.format("isolation: runtime_dir %s is too long for a unix socket address "
-      .. "(%d bytes; at most %d, so that <runtime_dir>/<session>.sock fits in %d bytes)",
-      show(dir), #dir, SUN_PATH_MAX - 1 - HASHED_NAME_LEN, SUN_PATH_MAX)
-  end
+  local long = too_long(dir)
+  if long then return nil, long end
   return dir
 end
 
@@ -209,6 +301,8 @@ local function remove_dead_socket(path)
   return uv.fs_unlink(path) == true
 end
 
+M._remove_dead_socket = remove_dead_socket -- isolate's leftover cleanup: the same rule
+
 --- Removes the socket files in runtime_dir that nobody listens on (left by
 --- a manager that died) and leaves live ones and everything that is not a
 --- socket alone. Returns how many were removed and their paths.
@@ -216,6 +310,14 @@ function M.recover(runtime_dir)
   local dir, err = check_runtime_dir(runtime_dir)
   if not dir then return nil, err end
   local removed = {}
+  -- In a directory that another user could have swapped in, the dead
+  -- sockets would be theirs: refuse, as manager() does.
+  local chain, missing
+  dir, chain, missing = walk_runtime_dir(dir, false)
+  if not dir then
+    if missing then return 0, removed end
+    return nil, chain
+  end
   local scan = uv.fs_scandir(dir)
   if not scan then return 0, removed end
   while true do
@@ -261,15 +363,15 @@ function M.manager(opts)
   end
   local dir, err = check_runtime_dir(opts.runtime_dir)
   if not dir then return nil, err end
-  local ok
-  ok, err = ensure_dir(dir)
-  if not ok then return nil, err end
+  local chain
+  dir, chain = walk_runtime_dir(dir, true)
+  if not dir then return nil, chain end
   M.recover(dir)
   local filter
   filter, err = ensure_filter(dir)
   if not filter then return nil, err end
   local self = setmetatable({
-    runtime_dir = dir, seccomp_file = filter,
+    runtime_dir = dir, seccomp_file = filter, _chain = chain,
     _launcher = opts.launcher, _alive = opts.alive, _stop = opts.stop, _on_end = opts.on_end, _logf = opts.log,
     _loop = opts.loop,
     _sessions = {}, _order = {}, _starting = {}, _closed = false,
@@ -361,8 +463,16 @@ local function resolve(req)
   return cfg, lc
 end
 
-local function remove_socket_after_close(path)
-  if path then remove_dead_socket(path) end
+-- The proxy's close removed its own socket file; what is left there now
+-- is removed only when dead and only while runtime_dir is still ours.
+function Manager:_remove_socket(path)
+  if not path then return end
+  local ok, err = chain_intact(self.runtime_dir, self._chain)
+  if not ok then
+    self:_log(err)
+    return
+  end
+  remove_dead_socket(path)
 end
 
 -- Ends a running session: proxy closed, socket removed, exactly once.
@@ -374,7 +484,7 @@ function Manager:_teardown(s, reason)
   local p = s.proxy
   s.proxy = nil
   if p then pcall(p.close, p) end
-  remove_socket_after_close(s.proxy_socket)
+  self:_remove_socket(s.proxy_socket)
   if self._on_end then
     local ok, err = pcall(self._on_end, s, reason)
     if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
@@ -421,6 +531,12 @@ function Manager:launch(req)
     end
     spec.proxy_socket = path
   end
+  -- The socket and the filter go into runtime_dir by path: it must still
+  -- be the directory manager() checked, in hands no other user can reach.
+  if uses_proxy or (cfg.mode == "bwrap" and is_local(target)) then
+    ok, err = chain_intact(self.runtime_dir, self._chain)
+    if not ok then return nil, err end
+  end
   -- No TIOCSTI: the line opens the filter file for bwrap. Only where the
   -- line runs on this machine: an ssh target has no such file.
   if cfg.mode == "bwrap" and is_local(target) then
@@ -447,24 +563,32 @@ function Manager:launch(req)
     s.proxy, s.proxy_socket = p, path
   end
 
-  self._starting[id] = true
+  -- While the launcher runs, the session is "starting": a kill, archive
+  -- or close meanwhile (from the launcher itself, or from a callback it
+  -- runs) is recorded in s._end_requested and wins once it returns.
+  self._starting[id] = s
   local lok, handle, lerr = pcall(self._launcher, cmdline, s)
-  self._starting[id] = nil
-  if not lok or not handle then
-    local why = not lok and tostring(handle) or tostring(lerr or "the launcher returned no handle")
+  local ended = s._end_requested or (self._closed and "closed") or nil
+  if ended or not lok or not handle then
+    if ended and lok and handle then
+      s.handle = handle
+      local serr = self:_stop_handle(s)
+      if serr then self:_log("isolation: " .. serr) end
+    end
     s.state = "ended"
-    s.end_reason = "launch failed"
+    s.end_reason = ended or "launch failed"
     local p = s.proxy
     s.proxy = nil
     if p then pcall(p.close, p) end
-    remove_socket_after_close(s.proxy_socket)
+    self:_remove_socket(s.proxy_socket)
+    self._starting[id] = nil
+    if ended == "closed" then return nil, "isolation: this session manager was closed during the launch" end
+    if ended then return nil, "isolation: session " .. show(id) .. " was " .. ended .. " during launch" end
+    local why = not lok and tostring(handle) or tostring(lerr or "the launcher returned no handle")
     return nil, "isolation: launch of session " .. show(id) .. " failed: " .. why
   end
+  self._starting[id] = nil
   s.handle = handle
-  if self._closed then -- the launcher closed the manager under us
-    self:_teardown(s, "closed")
-    return nil, "isolation: this session manager was closed during the launch"
-  end
   if not old then self._order[#self._order + 1] = id end
   self._sessions[id] = s
   return s
@@ -474,22 +598,35 @@ local function unknown(id)
   return nil, "isolation: no session " .. show(id)
 end
 
+-- Calls the stop function (when one was given) on the session's handle;
+-- returns nil, or what went wrong.
+function Manager:_stop_handle(s)
+  if not self._stop then return nil end
+  local ok, r, e = pcall(self._stop, s.handle, s)
+  if not ok then
+    return "stopping session " .. show(s.id) .. " failed (its proxy is closed): " .. tostring(r)
+  elseif r == nil and e ~= nil then
+    return "stopping session " .. show(s.id) .. " failed (its proxy is closed): " .. tostring(e)
+  end
+  return nil
+end
+
 -- Stops the process (when a stop function was given), then tears down.
 function Manager:_end(id, reason)
+  local starting = self._starting[id]
+  if starting then
+    starting._end_requested = starting._end_requested or reason
+    return true
+  end
   local s = self._sessions[id]
   if not s then return unknown(id) end
-  if s.state ~= "running" then return true end
-  local err
-  if self._stop then
-    local ok, r, e = pcall(self._stop, s.handle, s)
-    if not ok then
-      err = tostring(r)
-    elseif r == nil and e ~= nil then
-      err = tostring(e)
-    end
-  end
+  -- _ending: a stop callback that calls kill (or archive, close) again
+  -- must not stop the process a second time, nor recurse.
+  if s.state ~= "running" or s._ending then return true end
+  s._ending = reason
+  local err = self:_stop_handle(s)
   self:_teardown(s, reason)
-  if err then return nil, "isolation: stopping session " .. show(id) .. " failed (its proxy is closed): " .. err end
+  if err then return nil, "isolation: " .. err end
   return true
 end
 
@@ -500,6 +637,7 @@ end
 
 --- Ends the session like kill and marks it archived. true, or nil, err.
 function Manager:archive(id)
+  if self._starting[id] then return self:_end(id, "archived") end
   local s = self._sessions[id]
   if not s then return unknown(id) end
   local ok, err = self:_end(id, "archived")
@@ -515,7 +653,7 @@ function Manager:poll()
   local n = 0
   for _, id in ipairs(self._order) do
     local s = self._sessions[id]
-    if s and s.state == "running" then
+    if s and s.state == "running" and not s._ending then
       local ok, alive = pcall(self._alive, s.handle, s)
       if not ok then
         self:_log("isolation: alive probe for session " .. show(id) .. " failed: " .. tostring(alive))
