@@ -96,7 +96,9 @@ describe("bwrap_argv", function()
       for _, var in ipairs({ "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" }) do
         assert.truthy(script:find(var .. "=http://127.0.0.1:3128", 1, true), var)
       end
-      assert.truthy(script:find("NO_PROXY= no_proxy=;", 1, true))
+      assert.truthy(script:find("NO_PROXY= no_proxy= ", 1, true))
+      -- Node's built-in fetch ignores the proxy variables without it
+      assert.truthy(script:find(" NODE_USE_ENV_PROXY=1;", 1, true))
       -- the command is $1, never spliced into the script
       assert.are.equal('exec bash -c "$1"', script:sub(-#'exec bash -c "$1"'))
       assert.is_nil(script:find("run --it", 1, true))
@@ -674,6 +676,7 @@ describe("dry_run", function()
     assert.truthy(text:find("network: deny: only 127.0.0.1:3128 -> socat -> " .. SOCK
       .. " -> host /var/lib/lectern/s1.sock", 1, true))
     assert.truthy(text:find("HTTPS_PROXY", 1, true))
+    assert.truthy(text:find("\n  NODE_USE_ENV_PROXY=1 ", 1, true), text)
     assert.truthy(text:find("SSL_CERT_FILE=/etc/lectern/ca.pem", 1, true))
     assert.truthy(text:find("command: bash -c \"claude --resume\"", 1, true))
   end)

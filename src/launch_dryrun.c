@@ -138,7 +138,9 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
     if (s->deny) {
         lua_pushfstring(L,
                         "  HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy="
-                        "http://127.0.0.1:%d\n  NO_PROXY, no_proxy= (empty)\n",
+                        "http://127.0.0.1:%d\n  NO_PROXY, no_proxy= (empty)\n"
+                        "  NODE_USE_ENV_PROXY=1 (Node's fetch uses the proxy "
+                        "only with it)\n",
                         s->proxy_port);
         ADD_TOP(b);
     }
