@@ -21,7 +21,7 @@ build = {
         "src/httpparse_response.c", "src/httpparse_upstream.c",
         "src/isolation.c", "src/launch.c", "src/launch_argv.c",
         "src/launch_bwrap.c", "src/launch_describe.c", "src/launch_docker.c",
-        "src/launch_dryrun.c", "src/launch_script.c", "src/launch_spec.c",
+        "src/launch_dryrun.c", "src/launch_env.c", "src/launch_script.c", "src/launch_spec.c",
         "src/launch_wrap.c", "src/proxy_conn.c", "src/proxy_event.c",
         "src/proxy_listen.c", "src/proxy_loop.c", "src/proxy_lua.c",
         "src/proxy_relay.c", "src/seccomp_tty.c", "src/selftest.c",

@@ -184,6 +184,8 @@ static int check_keys(lua_State *L, int idx)
         if (lua_type(L, -1) == LUA_TSTRING)
             for (const char *const *k = spec_keys; *k && !known; k++)
                 known = strcmp(lua_tostring(L, -1), *k) == 0;
+        if (!known && lua_type(L, -1) == LUA_TSTRING)
+            known = launch_env_is_key(lua_tostring(L, -1));
         if (!known) {
             launch_push_got(L, -1);
             lua_pushfstring(L,
@@ -191,7 +193,8 @@ static int check_keys(lua_State *L, int idx)
                             "(accepted: config, agent, workdir, command, "
                             "proxy_socket, proxy_port, binds, ro_binds, "
                             "ca_cert, bridge, bridge_path, tty, "
-                            "seccomp_fd, seccomp_file)",
+                            "seccomp_fd, seccomp_file, env_pass, env_set, "
+                            "env_inherit)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -450,6 +453,8 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     }
 
     if (!read_seccomp_fd(L, idx, s) || !read_seccomp_file(L, idx, s))
+        return 0;
+    if (!launch_env_read(L, idx, s))
         return 0;
 
     if (s->mode == MODE_BWRAP && s->deny && !s->proxy_socket)
