@@ -10,14 +10,16 @@ local cli = require("support.cli")
 local PINNED = "pinned.example.com"
 
 describe("isolate's denial summary", function()
-  local tmp, up
+  local tmp, home, up
   before_each(function()
     tmp = helpers.tmpdir()
+    home = helpers.tmpdir() -- a HOME of its own: CI may run without one
     up = cli.upstream()
   end)
   after_each(function()
     up.stop()
     helpers.rmtree(tmp)
+    helpers.rmtree(home)
   end)
 
   local function run(extra, script)
@@ -27,7 +29,7 @@ describe("isolate's denial summary", function()
     args[#args + 1] = "sh"
     args[#args + 1] = "-c"
     args[#args + 1] = script
-    return cli.isolate(args, { env = { "TMPDIR=" .. tmp } })
+    return cli.isolate(args, { env = { "TMPDIR=" .. tmp, "HOME=" .. home } })
   end
 
   local function curl(url, label)

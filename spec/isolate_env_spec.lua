@@ -13,14 +13,20 @@ local CANARY = "AKIA-isolate-canary-77"
 local HOSTILE = "a'b\"c $HOME `id` $(touch pwned) ;|&*\nline two"
 
 describe("isolate's environment", function()
-  local tmp
-  before_each(function() tmp = helpers.tmpdir() end)
-  after_each(function() helpers.rmtree(tmp) end)
+  local tmp, home
+  before_each(function()
+    tmp = helpers.tmpdir()
+    home = helpers.tmpdir() -- a HOME of its own: CI may run without one
+  end)
+  after_each(function()
+    helpers.rmtree(tmp)
+    helpers.rmtree(home)
+  end)
 
   local function isolate(args, env)
     local all = { "--workdir", tmp }
     for _, a in ipairs(args) do all[#all + 1] = a end
-    local e = { "AWS_SECRET_ACCESS_KEY=" .. CANARY, "TMPDIR=" .. tmp }
+    local e = { "AWS_SECRET_ACCESS_KEY=" .. CANARY, "TMPDIR=" .. tmp, "HOME=" .. home }
     for _, v in ipairs(env or {}) do e[#e + 1] = v end
     return cli.isolate(all, { env = e })
   end
