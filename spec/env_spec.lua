@@ -47,11 +47,11 @@ describe("sandbox environment", function()
 
   -- Runs the spec's line with /bin/sh under exactly PATH, HOME, the
   -- secrets and `vars`; returns exit code, stdout, stderr.
-  local function run(spec, vars)
+  local function run(spec, vars, prefix)
     spec.config = spec.config or { mode = "bwrap" }
     spec.workdir = spec.workdir or work
     if spec.config.network == "deny" then spec.proxy_socket = T .. "/run/proxy.sock" end
-    local line = assert(isolation.wrap(spec))
+    local line = (prefix or "") .. assert(isolation.wrap(spec))
     local assigns = {}
     for k, v in pairs(SECRETS) do assigns[#assigns + 1] = q(k .. "=" .. v) end
     for k, v in pairs(vars or {}) do assigns[#assigns + 1] = q(k .. "=" .. v) end
@@ -102,12 +102,15 @@ describe("sandbox environment", function()
     assert.truthy(out:find("PATH=/usr/sbin:/usr/bin:/sbin:/bin\n", 1, true), out)
   end)
 
-  it("drops what would change how the sandbox's shells and programs run (BASH_ENV, LD_PRELOAD, ENV)", function()
+  it("drops what would change how the sandbox's shells and programs run (BASH_ENV, exported functions, "
+    .. "LD_PRELOAD, ENV)", function()
     if skip then return end
     helpers.write(work .. "/rc.sh", "echo sourced > " .. work .. "/sourced\n")
     local code, out, err = run({ command = "env; bash -c true" }, { BASH_ENV = work .. "/rc.sh",
-      ENV = work .. "/rc.sh", LD_PRELOAD = "/nonexistent/evil.so", PROMPT_COMMAND = "touch pwned" })
+      ENV = work .. "/rc.sh", LD_PRELOAD = "/nonexistent/evil.so", PROMPT_COMMAND = "touch pwned",
+      ["BASH_FUNC_true%%"] = "() { echo hijacked; }" })
     assert.are.equal(0, code, err)
+    assert.is_nil(out:find("hijacked", 1, true), out)
     assert.is_nil(helpers.read(work .. "/sourced"))
     assert.is_nil(out:find("LD_PRELOAD", 1, true), out)
     assert.is_nil(out:find("BASH_ENV", 1, true), out)
@@ -151,6 +154,16 @@ describe("sandbox environment", function()
       assert.is_nil(value_inside({ config = spec.config }, "MY_VAR", { MY_VAR = HOSTILE }))
     end
     assert.is_nil(helpers.read(work .. "/pwned-value"))
+  end)
+
+  it("a hostile IFS in the shell running the line splits nothing: values and names arrive whole", function()
+    if skip then return end
+    os.remove(work .. "/value")
+    local spec = { env_pass = { "MY_VAR" }, command = "printf %s \"$MY_VAR\" > value; printf %s \"$PATH\" > path" }
+    local code, _, err = run(spec, { MY_VAR = "one two=three_A" }, "IFS='=_ AEHMOPTVYR'; ")
+    assert.are.equal(0, code, err)
+    assert.are.equal("one two=three_A", helpers.read(work .. "/value"))
+    assert.are.equal("/usr/sbin:/usr/bin:/sbin:/bin", helpers.read(work .. "/path"))
   end)
 
   it("env_set: hostile literal values arrive byte for byte and run nothing; they win over the launching shell",
