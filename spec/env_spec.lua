@@ -241,6 +241,11 @@ describe("sandbox environment", function()
     spec.env_inherit = true
     text = assert(isolation.dry_run(spec))
     assert.truthy(text:find("env_inherit: no effect under docker", 1, true), text)
+    -- mode "": no sandbox, and the keys are accepted but say they do nothing
+    text = assert(isolation.dry_run({ command = "c", env_pass = { "A" }, env_set = { B = "x" } }))
+    assert.truthy(text:find("environment: the launching shell's, unchanged (env_pass, env_set and env_inherit "
+      .. "apply to bwrap and docker only)", 1, true), text)
+    assert.are.same({ "bash", "-c", "c" }, assert(isolation.argv({ command = "c", env_set = { B = "x" } })))
   end)
 
   it("AGENT_ENV lists each agent's own names; the base is SANDBOX_ENV", function()

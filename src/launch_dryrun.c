@@ -214,6 +214,9 @@ void launch_push_dry_run(lua_State *L, const struct launch_spec *s)
         luaL_addstring(&b, "mode: none: the command runs directly on the "
                            "target, without isolation\nnetwork: the host's, "
                            "unchanged\n");
+        luaL_addstring(&b, "environment: the launching shell's, unchanged "
+                           "(env_pass, env_set and env_inherit apply to bwrap "
+                           "and docker only)\n");
     }
     add_command(&b, L, s->command);
     luaL_pushresult(&b);
