@@ -108,6 +108,7 @@ for index, bridge in ipairs({ "socat", "builtin" }) do
         CURL .. "-w 'name_tunnel=%{http_connect}\\n' https://blocked.example.net/",
         CURL .. "-w 'other_ip=%{http_code}\\n' http://127.0.0.2:" .. P .. "/small",
         "echo \"env=$HTTP_PROXY|$HTTPS_PROXY|$http_proxy|$https_proxy|${NO_PROXY-unset}\"",
+        "echo \"node_env_proxy=${NODE_USE_ENV_PROXY-unset}\"",
       }, "\n")
       local out2, err2
       code, out2, err2 = launch(base, script)
@@ -122,6 +123,7 @@ for index, bridge in ipairs({ "socat", "builtin" }) do
       assert.are.equal("403", r.other_ip, out2)
       local p = "http://127.0.0.1:" .. base.proxy_port
       assert.are.equal(table.concat({ p, p, p, p, "" }, "|"), r.env)
+      assert.are.equal("1", r.node_env_proxy, out2)
       -- exactly the two proxied connections reached the upstream
       assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 2 end, 5))
       assert.are.equal(accepts + 2, up:stats().http_accepts)

@@ -174,7 +174,7 @@ describe("isolate", function()
       local spec = spec_for(real)
       local text = assert(isolation.dry_run(spec)):gsub("\n*$", "")
       assert.are.equal(text, out:sub(1, #text))
-      local argv = assert(isolation.bwrap_argv(spec))
+      local argv = assert(isolation.argv(spec)) -- bwrap behind env -i
       local printed = out:match("\nargv %(%d+ elements, one a line%):\n(.*)$")
       assert.truthy(printed, out)
       assert.are.equal(table.concat(argv, "\n") .. "\n", printed)
@@ -184,13 +184,14 @@ describe("isolate", function()
       assert.are.same({}, cli.ls(tmp))
     end)
 
-    it("--json prints the argv as a JSON array equal to bwrap_argv of the same spec", function()
+    it("--json prints the argv as a JSON array equal to argv() of the same spec (bwrap behind env -i)", function()
       local real = assert(uv.fs_realpath(tmp))
       local status, out, err = cli.isolate({ "--dry-run", "--json", "--workdir", tmp, "--", "echo", "a b", "$HOME" },
         { env = { "TMPDIR=/tmp" } })
       assert.are.equal(0, status, err)
       local argv = cjson.decode(out)
-      assert.are.same(assert(isolation.bwrap_argv(spec_for(real))), argv)
+      assert.are.same(assert(isolation.argv(spec_for(real))), argv)
+      assert.are.same({ "env", "-i", "HOME=$HOME" }, table.move(argv, 1, 3, 1, {}))
       assert.are.equal(1, #lines(out))
       -- the seccomp filter (no TIOCSTI) on descriptor 3, among bwrap's options
       local at, dash
@@ -227,7 +228,7 @@ describe("isolate", function()
         "--ro-bind", "data", "--bind", "$HOME/.cache", "--ca-cert", "ca.pem", "--", "true" }, { cwd = tmp })
       assert.are.equal(0, status, err)
       local real = assert(uv.fs_realpath(tmp))
-      local expected = assert(isolation.bwrap_argv({
+      local expected = assert(isolation.argv({
         config = { mode = "bwrap", network = "allow" }, agent = "codex", workdir = real,
         ro_binds = { tmp .. "/data" }, binds = { "$HOME/.cache" }, ca_cert = tmp .. "/ca.pem",
         command = "exec env --default-signal=INT,QUIT,HUP -- true", seccomp_fd = 3,

@@ -49,6 +49,30 @@ local function deep_copy(t)
   return c
 end
 
+-- The names docker passes from the launching shell (-e NAME), PATH aside.
+local DOCKER_BASE_ENV = { "LANG", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY",
+  "LC_MESSAGES", "LC_PAPER", "LC_NAME", "LC_ADDRESS", "LC_TELEPHONE", "LC_MEASUREMENT", "LC_IDENTIFICATION",
+  "TERM", "COLORTERM", "TZ", "USER", "LOGNAME" }
+
+local function docker_env(agent)
+  local out = {}
+  for _, list in ipairs({ DOCKER_BASE_ENV, isolation.AGENT_ENV[agent] or {} }) do
+    for _, n in ipairs(list) do
+      out[#out + 1] = "-e"
+      out[#out + 1] = n
+    end
+  end
+  return out
+end
+
+-- argv() of bwrap runs bwrap behind `env -i ...`: the part from "bwrap" on.
+local function from_bwrap(argv)
+  for i, v in ipairs(argv) do
+    if v == "bwrap" then return table.move(argv, i, #argv, 1, {}) end
+  end
+  return argv
+end
+
 local function agent_bwrap(agent)
   local out = {}
   for _, p in ipairs(AGENT_BINDS[agent]) do
@@ -96,7 +120,9 @@ describe("bwrap_argv", function()
       for _, var in ipairs({ "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" }) do
         assert.truthy(script:find(var .. "=http://127.0.0.1:3128", 1, true), var)
       end
-      assert.truthy(script:find("NO_PROXY= no_proxy=;", 1, true))
+      assert.truthy(script:find("NO_PROXY= no_proxy= ", 1, true))
+      -- Node's built-in fetch ignores the proxy variables without it
+      assert.truthy(script:find(" NODE_USE_ENV_PROXY=1;", 1, true))
       -- the command is $1, never spliced into the script
       assert.are.equal('exec bash -c "$1"', script:sub(-#'exec bash -c "$1"'))
       assert.is_nil(script:find("run --it", 1, true))
@@ -313,7 +339,7 @@ describe("bwrap_argv", function()
       -- the argv is the one seccomp_fd = 3 gives: the file is not an argument
       local argv = assert(isolation.bwrap_argv(spec))
       assert.are.same(with_fd_argv, argv)
-      assert.are.same(argv, assert(isolation.argv(spec)))
+      assert.are.same(argv, from_bwrap(assert(isolation.argv(spec))))
       assert.are_not.same(without_argv, argv)
       assert.truthy(index_of(argv, "--seccomp", "3", "--", "bash", "-c"))
       for _, v in ipairs(argv) do assert.is_nil(v:find("tty.bpf", 1, true)) end
@@ -340,8 +366,8 @@ describe("bwrap_argv", function()
       seccomp_file = path }))
     local want = " 3<'" .. path:gsub("'", "'\\''") .. "'"
     assert.are.equal(want, line:sub(-#want))
-    -- the only double quotes are the --tmpfs "$HOME" token's
-    local _, quotes = line:gsub('"', "")
+    -- the only double quotes in bwrap's part are the --tmpfs "$HOME" token's
+    local _, quotes = line:sub((line:find("'bwrap'", 1, true))):gsub('"', "")
     assert.are.equal(2, quotes)
     assert.truthy(line:find([['--tmpfs' "$HOME"]], 1, true))
   end)
@@ -414,7 +440,7 @@ describe("docker_argv", function()
         assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" }, DOCKER_PRIVS,
           network == "deny" and { "--network", "none" } or {},
           { "-v", "/srv/p:/srv/p", "-w", "/srv/p" }, agent_docker(agent),
-          { "-e", "HOME=$HOME", "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
+          { "-e", "HOME=$HOME" }, docker_env(agent), { "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
       end)
     end
   end
@@ -424,15 +450,15 @@ describe("docker_argv", function()
       config = { mode = "docker", docker_image = "ghcr.io/example/agent:1" }, workdir = "/srv/p", command = "c",
       tty = false, binds = { "$HOME/.npm", "/data" }, ro_binds = { "/opt/ref" }, ca_cert = "/etc/ca.pem",
     }))
-    assert.are.same({ "docker", "run", "--rm", "-i", "--user", "$(id -u):$(id -g)",
+    assert.are.same(concat({ "docker", "run", "--rm", "-i", "--user", "$(id -u):$(id -g)",
       "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-      "-v", "/srv/p:/srv/p", "-w", "/srv/p", "-e", "HOME=$HOME",
+      "-v", "/srv/p:/srv/p", "-w", "/srv/p", "-e", "HOME=$HOME" }, docker_env(nil), {
       "-v", "$HOME/.npm:$HOME/.npm", "-v", "/data:/data", "-v", "/opt/ref:/opt/ref:ro",
       "-v", "/etc/ca.pem:/etc/ca.pem:ro",
       "-e", "SSL_CERT_FILE=/etc/ca.pem", "-e", "NODE_EXTRA_CA_CERTS=/etc/ca.pem",
       "-e", "REQUESTS_CA_BUNDLE=/etc/ca.pem", "-e", "GIT_SSL_CAINFO=/etc/ca.pem",
       "-e", "CARGO_HTTP_CAINFO=/etc/ca.pem", "-e", "CURL_CA_BUNDLE=/etc/ca.pem",
-      "ghcr.io/example/agent:1", "bash", "-c", "c" }, argv)
+      "ghcr.io/example/agent:1", "bash", "-c", "c" }), argv)
   end)
 
   it("refuses a mount point given twice (docker would), naming both", function()
@@ -499,6 +525,10 @@ describe("argv", function()
     assert.are.same({ "bash", "-c", "echo hi" }, isolation.argv({ config = { mode = "" }, workdir = "/w",
       command = "echo hi" }))
     local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c", proxy_socket = "/p" }
+    -- bwrap behind env -i (the clean environment, launch_env.c)
+    assert.are.same(isolation.bwrap_argv(spec), from_bwrap(isolation.argv(spec)))
+    assert.are.same({ "env", "-i", "HOME=$HOME" }, table.move(isolation.argv(spec), 1, 3, 1, {}))
+    spec.env_inherit = true
     assert.are.same(isolation.bwrap_argv(spec), isolation.argv(spec))
     spec = { config = { mode = "docker" }, agent = "codex", workdir = "/w", command = "c", tty = false }
     assert.are.same(isolation.docker_argv(spec), isolation.argv(spec))
@@ -674,6 +704,7 @@ describe("dry_run", function()
     assert.truthy(text:find("network: deny: only 127.0.0.1:3128 -> socat -> " .. SOCK
       .. " -> host /var/lib/lectern/s1.sock", 1, true))
     assert.truthy(text:find("HTTPS_PROXY", 1, true))
+    assert.truthy(text:find("\n  NODE_USE_ENV_PROXY=1 ", 1, true), text)
     assert.truthy(text:find("SSL_CERT_FILE=/etc/lectern/ca.pem", 1, true))
     assert.truthy(text:find("command: bash -c \"claude --resume\"", 1, true))
   end)

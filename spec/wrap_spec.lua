@@ -48,6 +48,26 @@ local function bind_path(docker)
   return abs_path(docker)
 end
 
+-- Variable names the generated specs pass or set: base and agent names,
+-- names of the caller's, and names the running shell sets or leaves unset.
+local ENV_NAMES = { "PATH", "LANG", "LC_ALL", "TERM", "TZ", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+  "GEMINI_API_KEY", "FOO", "BAR_1", "_X", "UNSET_ONE", "EMPTY_ONE" }
+
+local function gen_env(spec)
+  if rand(4) == 1 then return end
+  spec.env_pass, spec.env_set = {}, {}
+  local used = {}
+  for _ = 1, rand(4) - 1 do
+    local n = ENV_NAMES[rand(#ENV_NAMES)]
+    if not used[n] then used[n] = true; spec.env_pass[#spec.env_pass + 1] = n end
+  end
+  for _ = 1, rand(4) - 1 do
+    local n = ENV_NAMES[rand(#ENV_NAMES)]
+    if not used[n] and n ~= "PATH" then used[n] = true; spec.env_set[n] = word(rand(8)) end
+  end
+  if rand(8) == 1 then spec.env_inherit = true end
+end
+
 local function gen_spec(kind)
   local docker = kind == "docker"
   local spec = {
@@ -69,6 +89,7 @@ local function gen_spec(kind)
   else
     spec.config = { mode = "" }
   end
+  if kind ~= "none" then gen_env(spec) end
   return spec
 end
 
@@ -77,7 +98,13 @@ local UID, GID
 local MOUNT_FLAG = { ["--bind"] = true, ["--ro-bind"] = true, ["--bind-try"] = true, ["--tmpfs"] = true }
 
 -- The argv the shell should produce: builder tokens expanded, nothing else.
+-- bwrap's own part, when argv() puts it behind `env -i NAME=...`.
 local function expected(argv, home)
+  if argv[1] == "env" then
+    for i, v in ipairs(argv) do
+      if v == "bwrap" then argv = table.move(argv, i, #argv, 1, {}) break end
+    end
+  end
   local out = {}
   for i, e in ipairs(argv) do
     if e == "HOME=$HOME" and argv[i - 1] == "-e" then
@@ -119,8 +146,11 @@ describe("wrap", function()
     stubs = dir .. "/bin"
     marker_dir = dir .. "/markers"
     assert(os.execute("mkdir -p " .. q(stubs) .. " " .. q(marker_dir)))
+    -- each writes its argv, and its environment (env -0), to fixed files:
+    -- under env -i nothing but the kept names reaches bwrap's
     for _, name in ipairs({ "bwrap", "docker", "bash" }) do
-      helpers.write(stubs .. "/" .. name, "#!/bin/sh\nprintf '%s\\0' \"$0\" \"$@\" > \"$ARGV_OUT\"\n")
+      helpers.write(stubs .. "/" .. name, "#!/bin/sh\nprintf '%s\\0' \"$0\" \"$@\" > " .. q(dir .. "/argv.out")
+        .. "\n/usr/bin/env -0 > " .. q(dir .. "/env.out") .. "\n")
       assert(os.execute("chmod +x " .. q(stubs .. "/" .. name)))
     end
     local _, u = helpers.run("id -u")
@@ -132,17 +162,49 @@ describe("wrap", function()
     helpers.rmtree(dir)
   end)
 
-  -- Runs the line with /bin/sh, HOME set, the stand-ins first on PATH; the
-  -- working directory is the marker directory, where a breakout would land.
-  local function run_line(line, home)
-    local out = dir .. "/argv.out"
+  -- Runs the line with /bin/sh under exactly HOME, PATH (the stand-ins
+  -- first), a canary secret and `vars` ({NAME = value}); the working
+  -- directory is the marker directory, where a breakout would land.
+  -- Returns the stand-in's argv and its environment ({NAME = value}).
+  local function run_line(line, home, vars)
+    local out, env_out = dir .. "/argv.out", dir .. "/env.out"
     os.remove(out)
-    local code, _, err = helpers.run("cd " .. q(marker_dir) .. " && HOME=" .. q(home) .. " PATH=" .. q(stubs)
-      .. ":$PATH ARGV_OUT=" .. q(out) .. " /bin/sh -c " .. q(line))
+    os.remove(env_out)
+    local assigns = {}
+    for k, v in pairs(vars or {}) do assigns[#assigns + 1] = q(k .. "=" .. v) end
+    local code, _, err = helpers.run("cd " .. q(marker_dir) .. " && exec env -i HOME=" .. q(home) .. " PATH="
+      .. q(stubs .. ":/usr/bin:/bin") .. " CANARY_SECRET=leaked " .. table.concat(assigns, " ")
+      .. " /bin/sh -c " .. q(line))
     assert.are.equal(0, code, err)
     local got = split_nul(assert(helpers.read(out), "the stand-in did not run"))
     got[1] = got[1]:match("[^/]+$")
-    return got
+    local env = {}
+    for _, kv in ipairs(split_nul(helpers.read(env_out) or "")) do
+      local k, v = kv:match("^([^=]*)=(.*)$")
+      if k and k ~= "PWD" and k ~= "OLDPWD" and k ~= "SHLVL" and k ~= "_" then env[k] = v end
+    end
+    return got, env
+  end
+
+  -- The environment bwrap must start with: HOME, and each base, agent and
+  -- env_pass name that the running shell has (an unset one stays unset),
+  -- env_set over them; everything when env_inherit.
+  local function expected_env(spec, home, vars)
+    local shell = { HOME = home, PATH = stubs .. ":/usr/bin:/bin", CANARY_SECRET = "leaked" }
+    for k, v in pairs(vars) do shell[k] = v end
+    local want = {}
+    if spec.env_inherit then
+      for k, v in pairs(shell) do want[k] = v end
+    else
+      want.HOME = home
+      local names = {}
+      for _, list in ipairs({ isolation.SANDBOX_ENV, isolation.AGENT_ENV[spec.agent] or {}, spec.env_pass or {} }) do
+        for _, n in ipairs(list) do names[#names + 1] = n end
+      end
+      for _, n in ipairs(names) do want[n] = shell[n] end
+    end
+    for k, v in pairs(spec.env_set or {}) do want[k] = v end
+    return want
   end
 
   it("runs exactly the argv for 400 generated specs (bwrap allow/deny, docker, none), two HOMEs", function()
@@ -156,7 +218,19 @@ describe("wrap", function()
       local line = assert(isolation.wrap(spec))
       assert.is_nil(line:find("%z"))
       local home = homes[i % 2 + 1]
-      assert.are.same(expected(argv, home), run_line(line, home), line)
+      -- the running shell sets some of the names, to hostile values, and not UNSET_ONE
+      local vars = { EMPTY_ONE = "" }
+      for _, name in ipairs(ENV_NAMES) do
+        if name ~= "UNSET_ONE" and name ~= "PATH" and name ~= "EMPTY_ONE" and rand(3) > 1 then
+          vars[name] = word(rand(8))
+        end
+      end
+      local got, env = run_line(line, home, vars)
+      assert.are.same(expected(argv, home), got, line)
+      if spec.config.mode == "bwrap" then
+        assert.are.same(expected_env(spec, home, vars), env, line)
+        if not spec.env_inherit then assert.is_nil(env.CANARY_SECRET) end
+      end
       n = n + 1
     end
     assert.are.equal(400, n)
@@ -190,9 +264,13 @@ describe("wrap", function()
     -- a stand-in bwrap that also copies what it finds on descriptor $SECCOMP_FD
     local fdstubs = dir .. "/fdbin"
     assert(os.execute("mkdir -p " .. q(fdstubs)))
-    helpers.write(fdstubs .. "/bwrap", "#!/bin/sh\nprintf '%s\\0' \"$0\" \"$@\" > \"$ARGV_OUT\"\n"
-      .. "eval \"cat <&$SECCOMP_FD\" > \"$FD_OUT\"\n")
-    assert(os.execute("chmod +x " .. q(fdstubs .. "/bwrap")))
+    local argv_out, fd_out = dir .. "/argv.out", dir .. "/fd.out"
+    -- the paths are in the stand-in: the environment does not reach it
+    local function fdstub(n)
+      helpers.write(fdstubs .. "/bwrap", "#!/bin/sh\nprintf '%s\\0' \"$0\" \"$@\" > " .. q(argv_out) .. "\n"
+        .. "cat <&" .. n .. " > " .. q(fd_out) .. "\n")
+      assert(os.execute("chmod +x " .. q(fdstubs .. "/bwrap")))
+    end
     local files = dir .. "/files"
     local paths = {
       files .. "/x'$(touch " .. marker_dir .. "/PWNED)'",
@@ -200,7 +278,6 @@ describe("wrap", function()
       files .. "/q'\\''; touch pwned-4; '\"$HOME\"$(id)",
       files .. "/$HOME/{x,y}*?[a]~ ${IFS}&&>pwned-5",
     }
-    local argv_out, fd_out = dir .. "/argv.out", dir .. "/fd.out"
     for i, path in ipairs(paths) do
       assert.are.equal(0, (helpers.run("mkdir -p " .. q(path:match("^(.*)/[^/]*$")))))
       local program = "program " .. i .. "\n"
@@ -210,12 +287,12 @@ describe("wrap", function()
           command = "true", proxy_socket = "/srv/p.sock", agent = "claude", seccomp_file = path,
           seccomp_fd = fd or nil }
         local line = assert(isolation.wrap(spec))
+        fdstub(fd or 3)
         for _, shell in ipairs({ "/bin/sh", "bash" }) do
           os.remove(argv_out)
           os.remove(fd_out)
           local code, _, err = helpers.run("cd " .. q(marker_dir) .. " && HOME=/home/agent PATH=" .. q(fdstubs)
-            .. ":$PATH ARGV_OUT=" .. q(argv_out) .. " FD_OUT=" .. q(fd_out) .. " SECCOMP_FD=" .. (fd or 3)
-            .. " " .. shell .. " -c " .. q(line))
+            .. ":$PATH " .. shell .. " -c " .. q(line))
           assert.are.equal(0, code, shell .. ": " .. err .. "\n" .. line)
           local got = split_nul(assert(helpers.read(argv_out), "the stand-in did not run"))
           got[1] = got[1]:match("[^/]+$")

@@ -75,4 +75,5 @@ void isolation_launch_open(lua_State *L)
 {
     lua_pushvalue(L, -1);
     luaL_setfuncs(L, launch_functions, 1);
+    launch_env_open(L);
 }

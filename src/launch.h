@@ -6,6 +6,7 @@
 #ifndef ISOLATION_LAUNCH_H
 #define ISOLATION_LAUNCH_H
 
+#include <lauxlib.h>
 #include <lua.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -35,6 +36,14 @@ void launch_push_display(lua_State *L, const char *s);
 #define TOKEN_HOME "\0H" /* $HOME */
 #define TOKEN_USER "\0U" /* $(id -u):$(id -g) */
 #define TOKEN_HOME_TEXT "$HOME"
+/*
+ * An element that is "\0E" followed by a variable name is the run-time
+ * pass-through of that variable: wrap() writes ${NAME+"NAME=$NAME"} (one
+ * word NAME=value when NAME is set in the shell running the line, no word
+ * when it is unset); the public argv shows ${NAME+NAME=$NAME}.
+ */
+#define TOKEN_ENV_PASS 'E'
+#define LAUNCH_MAX_ENV 128
 #define TOKEN_USER_TEXT "$(id -u):$(id -g)"
 
 #define LAUNCH_MAX_BINDS 128
@@ -77,6 +86,13 @@ struct launch_spec {
      */
     int seccomp_fd;
     const char *seccomp_file; /* NULL when not given; bwrap only */
+    /* env_pass, env_set (sorted by name) and env_inherit; see launch_env.c */
+    const char *env_pass[LAUNCH_MAX_ENV];
+    size_t nenv_pass;
+    const char *env_set_name[LAUNCH_MAX_ENV];
+    const char *env_set_value[LAUNCH_MAX_ENV];
+    size_t nenv_set;
+    bool env_inherit;
 };
 
 /*
@@ -89,6 +105,29 @@ struct launch_spec {
  */
 int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
                      struct launch_spec *s);
+
+/*
+ * Reads env_pass, env_set and env_inherit of the spec at idx into s (after
+ * the config and agent): 1, or 0 with the message pushed. Values stay on
+ * the stack like every other string of the spec.
+ */
+int launch_env_read(lua_State *L, int idx, struct launch_spec *s);
+
+/* Whether key is one of the environment's launch spec keys. */
+bool launch_env_is_key(const char *key);
+
+/* argv() for bwrap: bwrap_argv behind `env -i` and the names it keeps. */
+void launch_push_bwrap_env(lua_State *L, const struct launch_spec *s);
+
+/* Appends docker's -e options for the environment. */
+struct argv_buf;
+void launch_env_docker(struct argv_buf *b, const struct launch_spec *s);
+
+/* Appends the dry-run lines about the environment. */
+void launch_env_describe(luaL_Buffer *b, const struct launch_spec *s);
+
+/* Adds AGENT_ENV and SANDBOX_ENV to the module table at the top. */
+void launch_env_open(lua_State *L);
 
 /* The agent's own config paths ("$HOME/..." text), NULL-terminated. */
 const char *const *launch_agent_paths(const char *agent);

@@ -67,6 +67,12 @@ void launch_argv_publish(lua_State *L, int idx)
                 continue;
             }
             k++;
+            if (s[k] == TOKEN_ENV_PASS) { /* the rest is the name */
+                const char *name = s + k + 1;
+                lua_pushfstring(L, "${%s+%s=$%s}", name, name, name);
+                luaL_addvalue(&buf);
+                break;
+            }
             luaL_addstring(&buf,
                            s[k] == 'H' ? TOKEN_HOME_TEXT : TOKEN_USER_TEXT);
         }
@@ -89,7 +95,7 @@ void launch_push_for_mode(lua_State *L, const struct launch_spec *s)
 {
     switch (s->mode) {
     case MODE_BWRAP:
-        launch_push_bwrap(L, s);
+        launch_push_bwrap_env(L, s);
         break;
     case MODE_DOCKER:
         launch_push_docker(L, s);

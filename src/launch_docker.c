@@ -59,6 +59,7 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
     argv_add(&b, "-e");
     lua_pushlstring(L, "HOME=" TOKEN_HOME, 7);
     argv_add_top(&b);
+    launch_env_docker(&b, s);
     for (size_t i = 0; i < s->nbinds; i++) {
         argv_add(&b, "-v");
         push_volume(L, s->binds[i], false);

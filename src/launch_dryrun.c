@@ -129,16 +129,16 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
         luaL_addstring(b, "network: allow: the host's network, unchanged "
                           "(same reach as an unisolated launch)\n");
     }
-    luaL_addstring(b, "environment: inherited from the launching shell");
-    if (!s->deny && !s->ca_cert) {
-        luaL_addstring(b, ", nothing added\n");
+    launch_env_describe(b, s);
+    if (!s->deny && !s->ca_cert)
         return;
-    }
-    luaL_addstring(b, ", plus:\n");
+    luaL_addstring(b, "  set by the sandbox:\n");
     if (s->deny) {
         lua_pushfstring(L,
                         "  HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy="
-                        "http://127.0.0.1:%d\n  NO_PROXY, no_proxy= (empty)\n",
+                        "http://127.0.0.1:%d\n  NO_PROXY, no_proxy= (empty)\n"
+                        "  NODE_USE_ENV_PROXY=1 (Node's fetch uses the proxy "
+                        "only with it)\n",
                         s->proxy_port);
         ADD_TOP(b);
     }
@@ -189,7 +189,8 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
                           : "network: allow: docker's default bridge "
                             "network (same reach as an unisolated launch)\n");
     luaL_addstring(b, s->tty ? "terminal: yes (-t)\n" : "terminal: no\n");
-    luaL_addstring(b, "environment: the image's, plus:\n  HOME=$HOME\n");
+    launch_env_describe(b, s);
+    luaL_addstring(b, "  HOME=$HOME\n");
     if (s->ca_cert)
         add_ca_env(b, L, s->ca_cert);
 }
@@ -213,6 +214,9 @@ void launch_push_dry_run(lua_State *L, const struct launch_spec *s)
         luaL_addstring(&b, "mode: none: the command runs directly on the "
                            "target, without isolation\nnetwork: the host's, "
                            "unchanged\n");
+        luaL_addstring(&b, "environment: the launching shell's, unchanged "
+                           "(env_pass, env_set and env_inherit apply to bwrap "
+                           "and docker only)\n");
     }
     add_command(&b, L, s->command);
     luaL_pushresult(&b);

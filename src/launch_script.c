@@ -6,6 +6,10 @@
  * bridge's path its $2): positional parameters are never parsed as shell
  * text, so no quoting of user data happens here at all.
  *
+ * NODE_USE_ENV_PROXY=1: Node's built-in fetch (undici) ignores the proxy
+ * variables unless it is set (Node 24 and later honour it; older ones
+ * ignore it, and fetch there fails closed: no route but the proxy).
+ *
  * socat's argument order matters: the forking listener must come first, or
  * socat dials the socket once and every later client shares (and breaks on)
  * that one connection.
@@ -52,7 +56,8 @@ void launch_push_deny_script(lua_State *L, const struct launch_spec *s)
     }
     lua_pushfstring(L,
                     "export HTTP_PROXY=%s HTTPS_PROXY=%s http_proxy=%s "
-                    "https_proxy=%s NO_PROXY= no_proxy=; exec bash -c \"$1\"",
+                    "https_proxy=%s NO_PROXY= no_proxy= "
+                    "NODE_USE_ENV_PROXY=1; exec bash -c \"$1\"",
                     proxy, proxy, proxy, proxy);
     luaL_addvalue(&b);
     luaL_pushresult(&b);

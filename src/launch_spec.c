@@ -189,6 +189,8 @@ static int check_keys(lua_State *L, int idx)
                 return 0;
             for (const char *const *k = spec_keys; *k && !known; k++)
                 known = strarg_is(key, len, *k);
+            if (!known)
+                known = launch_env_is_key(key);
         }
         if (!known) {
             launch_push_got(L, -1);
@@ -197,7 +199,8 @@ static int check_keys(lua_State *L, int idx)
                             "(accepted: config, agent, workdir, command, "
                             "proxy_socket, proxy_port, binds, ro_binds, "
                             "ca_cert, bridge, bridge_path, tty, "
-                            "seccomp_fd, seccomp_file)",
+                            "seccomp_fd, seccomp_file, env_pass, env_set, "
+                            "env_inherit)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -459,6 +462,8 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     }
 
     if (!read_seccomp_fd(L, idx, s) || !read_seccomp_file(L, idx, s))
+        return 0;
+    if (!launch_env_read(L, idx, s))
         return 0;
 
     if (s->mode == MODE_BWRAP && s->deny && !s->proxy_socket)

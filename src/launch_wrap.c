@@ -66,6 +66,12 @@ void launch_push_wrapped(lua_State *L, int idx, const struct launch_spec *s)
         lua_pop(L, 1); /* still referenced by the table at idx */
         if (i > 1)
             luaL_addchar(&b, ' ');
+        if (len > 2 && e[0] == '\0' && e[1] == TOKEN_ENV_PASS) {
+            /* a valid name: one word when set, none when unset */
+            lua_pushfstring(L, "${%s+\"%s=$%s\"}", e + 2, e + 2, e + 2);
+            luaL_addvalue(&b);
+            continue;
+        }
         add_element(&b, e, len);
     }
     if (s->mode == MODE_BWRAP && s->seccomp_file) {

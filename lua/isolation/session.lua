@@ -427,6 +427,8 @@ end
 
 local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_binds", "ca_cert",
   "bridge", "bridge_path", "tty" }
+-- the environment: clean by default (the library's base and AGENT_ENV)
+for _, k in ipairs({ "env_pass", "env_set", "env_inherit" }) do SPEC_KEYS[#SPEC_KEYS + 1] = k end
 
 -- Resolves the isolation and the launch configuration of a launch request.
 local function resolve(req)
