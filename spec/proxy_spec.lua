@@ -6,6 +6,7 @@ local upstream = require("support.upstream")
 local W = require("support.proxy")
 
 local MiB = 1024 * 1024
+local function uv_now() local uv = require("luv"); uv.update_time(); return uv.now() end
 
 describe("isolation.proxy (thread mode)", function()
   local up, p
@@ -260,6 +261,28 @@ describe("isolation.proxy (thread mode)", function()
     assert.are.equal(before, W.fd_count())
     assert.is_true(up:wait(function(s) return s.open == 0 end, 5))
   end)
+
+  for _, via in ipairs({ "TCP", "a unix socket" }) do
+    it("ends a client that connected over " .. via .. " and has not spoken yet, at once on close", function()
+      -- a client held by the kernel before the proxy sees it (an accept
+      -- deferred until its first bytes) must not outlive close()
+      local dir = via ~= "TCP" and helpers.tmpdir() or nil
+      local q = assert(isolation.proxy({ allow = { "up.example.com" }, header_timeout = 30,
+        listen = not dir and "127.0.0.1:0" or nil, unix = dir and dir .. "/p.sock" or nil }))
+      local silent = {}
+      for i = 1, 5 do silent[i] = W.connect(q:address()) end
+      W.settle(0.2)
+      local t0 = uv_now()
+      q:close()
+      for i = 1, 5 do
+        assert.is_true(silent[i]:wait_eof(3), "silent client " .. i .. " still connected after close()")
+        silent[i]:close()
+      end
+      local took = uv_now() - t0
+      assert.is_true(took < 1000, "took " .. took .. " ms")
+      if dir then helpers.rmtree(dir) end
+    end)
+  end
 
   it("gives a request's event even when the client leaves before the answer", function()
     local uv = require("luv")

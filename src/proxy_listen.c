@@ -200,14 +200,9 @@ int proxy_listen_tcp(struct proxy *p, const struct sockaddr_storage *addr,
      * set once here, it saves a setsockopt per connection. */
     p->nodelay_inherited =
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
-    /* A proxy client always speaks first: the kernel hands a connection
-     * over only once its first bytes are in, so accept and the first read
-     * are one wakeup instead of two (denials per second measured 10 %
-     * higher). A client that stays silent is handed over after the
-     * deferral all the same; on_connection takes the deferral off its
-     * header_timeout, so its 408 is not late. */
-    int defer_s = PROXY_DEFER_ACCEPT_S;
-    setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s);
+    /* No TCP_DEFER_ACCEPT: a connection the kernel holds until its first
+     * bytes is one the proxy cannot see, so close() could not end it (a
+     * silent client would hang until it spoke, then get a reset). */
     if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 ||
         listen(fd, BACKLOG) != 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
