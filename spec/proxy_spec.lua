@@ -468,12 +468,15 @@ io.write(string.format("seen=%d ok=%d refused=%d other=%d\n", n.seen, n.ok, n.re
       helpers.write(dir .. "/watcher.lua", WATCHER)
       local w = cli.spawn({ cli.LUA, dir .. "/watcher.lua", path, stop })
       W.settle(0.2)
-      for i = 1, 500 do
-        local q, err = isolation.proxy({ allow = {}, unix = path })
-        assert.is_truthy(q, "proxy " .. i .. ": " .. tostring(err))
-        q:close()
-      end
-      helpers.write(stop, "")
+      local opened, failure = pcall(function()
+        for i = 1, 500 do
+          local q, err = isolation.proxy({ allow = {}, unix = path })
+          assert(q, "proxy " .. i .. ": " .. tostring(err))
+          q:close()
+        end
+      end)
+      helpers.write(stop, "") -- the watcher ends, whatever happened
+      assert.is_true(opened, tostring(failure))
       local status, out, err = w.wait(60)
       assert.are.equal(0, status, err)
       local seen, ok, refused = out:match("^seen=(%d+) ok=(%d+) refused=(%d+)")
