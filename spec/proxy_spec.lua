@@ -6,6 +6,7 @@ local upstream = require("support.upstream")
 local W = require("support.proxy")
 
 local MiB = 1024 * 1024
+local function uv_now() local uv = require("luv"); uv.update_time(); return uv.now() end
 
 describe("isolation.proxy (thread mode)", function()
   local up, p
@@ -261,6 +262,28 @@ describe("isolation.proxy (thread mode)", function()
     assert.is_true(up:wait(function(s) return s.open == 0 end, 5))
   end)
 
+  for _, via in ipairs({ "TCP", "a unix socket" }) do
+    it("ends a client that connected over " .. via .. " and has not spoken yet, at once on close", function()
+      -- a client held by the kernel before the proxy sees it (an accept
+      -- deferred until its first bytes) must not outlive close()
+      local dir = via ~= "TCP" and helpers.tmpdir() or nil
+      local q = assert(isolation.proxy({ allow = { "up.example.com" }, header_timeout = 30,
+        listen = not dir and "127.0.0.1:0" or nil, unix = dir and dir .. "/p.sock" or nil }))
+      local silent = {}
+      for i = 1, 5 do silent[i] = W.connect(q:address()) end
+      W.settle(0.2)
+      local t0 = uv_now()
+      q:close()
+      for i = 1, 5 do
+        assert.is_true(silent[i]:wait_eof(3), "silent client " .. i .. " still connected after close()")
+        silent[i]:close()
+      end
+      local took = uv_now() - t0
+      assert.is_true(took < 1000, "took " .. took .. " ms")
+      if dir then helpers.rmtree(dir) end
+    end)
+  end
+
   it("gives a request's event even when the client leaves before the answer", function()
     local uv = require("luv")
     local silent = uv.new_tcp()
@@ -404,6 +427,96 @@ describe("isolation.proxy unix sockets", function()
     assert.is_nil(p)
     assert.matches("unix", err)
     assert.matches("107", err)
+  end)
+
+  -- Connects each time the path exists, until `stop` exists or 60 s pass;
+  -- prints what it saw. Runs in its own process, beside the proxies.
+  local WATCHER = [[
+local uv = require("luv")
+local path, stop = arg[1], arg[2]
+local n = { seen = 0, ok = 0, refused = 0, other = 0 }
+local deadline = uv.hrtime() + 60e9
+local function try()
+  local c = uv.new_pipe(false)
+  local res
+  c:connect(path, function(err) res = err or "ok" end)
+  while res == nil do uv.run("once") end
+  c:close()
+  uv.run("nowait")
+  return res
+end
+while uv.hrtime() < deadline do
+  if uv.fs_lstat(path) then
+    n.seen = n.seen + 1
+    local r = try()
+    if r == "ok" then n.ok = n.ok + 1
+    elseif r:find("ECONNREFUSED", 1, true) then n.refused = n.refused + 1
+    else n.other = n.other + 1 end -- ENOENT: removed meanwhile
+  elseif uv.fs_lstat(stop) then
+    break
+  end
+end
+io.write(string.format("seen=%d ok=%d refused=%d other=%d\n", n.seen, n.ok, n.refused, n.other))
+]]
+
+  it("shows its socket file only while it accepts: a watcher connecting whenever the file exists is never refused",
+    function()
+      -- between bind() and listen(), and after the listener's close, a
+      -- file that exists refuses: a supervisor waiting for it would fail
+      local cli = require("support.cli")
+      local path, stop = dir .. "/ready.sock", dir .. "/stop"
+      helpers.write(dir .. "/watcher.lua", WATCHER)
+      local w = cli.spawn({ cli.LUA, dir .. "/watcher.lua", path, stop })
+      W.settle(0.2)
+      local opened, failure = pcall(function()
+        for i = 1, 500 do
+          local q, err = isolation.proxy({ allow = {}, unix = path })
+          assert(q, "proxy " .. i .. ": " .. tostring(err))
+          q:close()
+        end
+      end)
+      helpers.write(stop, "") -- the watcher ends, whatever happened
+      assert.is_true(opened, tostring(failure))
+      local status, out, err = w.wait(60)
+      assert.are.equal(0, status, err)
+      local seen, ok, refused = out:match("^seen=(%d+) ok=(%d+) refused=(%d+)")
+      assert.is_truthy(seen, out .. err)
+      assert.are.equal("0", refused, out)
+      assert.is_true(tonumber(ok) > 0, "the watcher never connected: " .. out)
+      -- no temporary name left behind
+      local _, names = helpers.run("ls -A " .. helpers.shquote(dir))
+      assert.are.equal("stop\nwatcher.lua\n", names)
+    end)
+
+  it("makes a socket at the longest path a unix address takes, with a one-byte name or a long one", function()
+    for _, base in ipairs({ "s", string.rep("n", 40) }) do
+      local sub = dir .. "/" .. string.rep("d", 107 - #dir - 2 - #base)
+      assert.are.equal(0, (helpers.run("mkdir " .. helpers.shquote(sub))))
+      local path = sub .. "/" .. base
+      assert.are.equal(107, #path)
+      local q, err = isolation.proxy({ allow = {}, unix = path })
+      assert.is_truthy(q, err)
+      assert.are.equal("600", mode(path))
+      local c = W.exchange(q:address(), "CONNECT a.example.com:443 HTTP/1.1\r\nHost: a.example.com:443\r\n\r\n")
+      assert.are.equal(403, c:status())
+      local _, names = helpers.run("ls -A " .. helpers.shquote(sub))
+      assert.are.equal(base .. "\n", names)
+      q:close()
+      _, names = helpers.run("ls -A " .. helpers.shquote(sub))
+      assert.are.equal("", names)
+    end
+  end)
+
+  it("leaves nothing in the directory when it refuses", function()
+    local live = dir .. "/live.sock"
+    local a = assert(isolation.proxy({ allow = {}, unix = live }))
+    assert.is_nil((isolation.proxy({ allow = {}, unix = live })))
+    helpers.write(dir .. "/file", "keep")
+    assert.is_nil((isolation.proxy({ allow = {}, unix = dir .. "/file" })))
+    assert.is_nil((isolation.proxy({ allow = {}, unix = dir .. "/missing/p.sock" })))
+    local _, names = helpers.run("ls -A " .. helpers.shquote(dir))
+    assert.are.equal("file\nlive.sock\n", names)
+    a:close()
   end)
 
   it("does not remove a socket file that replaced its own", function()

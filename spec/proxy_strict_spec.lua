@@ -134,6 +134,21 @@ describe("proxy strict parsing (wire)", function()
       .. "\r\n\r\n", "431")
   end)
 
+  it("answers 414, not 431, for a request line longer than max_header_bytes", function()
+    -- a request line that cannot fit in the head limit is an oversized
+    -- request line, whichever of the two limits it passes first
+    proxy:close()
+    proxy = assert(isolation.proxy({ allow = { "up.example.com" }, listen = "127.0.0.1:0", loop = uv,
+      resolve = { ["up.example.com"] = { "127.0.0.1" } }, max_header_bytes = 4096 }))
+    port = proxy:port()
+    local line = "GET " .. up("/" .. string.rep("a", 5000)) .. " HTTP/1.1\r\n"
+    refused(line .. host() .. "\r\n", "414")
+    refused("CONNECT " .. string.rep("a", 5000) .. ".example.com:443 HTTP/1.1\r\n\r\n", "414")
+    -- a short line with a head over the limit stays 431
+    refused("GET " .. up() .. " HTTP/1.1\r\n" .. host() .. "X-Pad: " .. string.rep("b", 5000)
+      .. "\r\n\r\n", "431")
+  end)
+
   it("refuses a CONNECT with a body, and versions other than HTTP/1.0 and 1.1", function()
     refused("CONNECT up.example.com:" .. cap.port .. " HTTP/1.1\r\n" .. host()
       .. "Content-Length: 5\r\n\r\nhello", "400")

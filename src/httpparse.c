@@ -373,7 +373,9 @@ int http_parse_request(const char *buf, size_t len, size_t max_head,
     req->body = BODY_NONE;
     req->keep_alive = false;
 
-    /* The request line: 414 past HTTP_MAX_REQUEST_LINE, 431 past max. */
+    /* The request line: 414 when it has not ended within
+     * HTTP_MAX_REQUEST_LINE or within the head limit, whichever is less (a
+     * line longer than the whole head may be is an oversized line). */
     size_t line_lim = HTTP_MAX_REQUEST_LINE + 2; /* the line and its CRLF */
     size_t lim = len;
     if (lim > max_head)
@@ -384,10 +386,8 @@ int http_parse_request(const char *buf, size_t len, size_t max_head,
     if (r == LINE_BAD)
         REFUSE(400, reason);
     if (r == LINE_MORE) {
-        if (len >= line_lim && line_lim <= max_head)
+        if (len >= line_lim || len >= max_head)
             REFUSE(414, "request line too long");
-        if (len >= max_head)
-            REFUSE(431, "request head too large");
         return 0;
     }
     if (eol == 0)

@@ -58,9 +58,10 @@ struct http_request {
  * Parses the request head at the start of buf[0..len).
  *   > 0  complete and valid: the head's length (req filled)
  *     0  incomplete; nothing seen so far is invalid and no limit is passed
- *   < 0  refused: -400, -414 (request line over HTTP_MAX_REQUEST_LINE),
- *        -431 (head over max_head), -501 (a method the proxy does not
- *        relay, e.g. one with an Upgrade), -505 (not HTTP/1.0 or 1.1).
+ *   < 0  refused: -400, -414 (request line over HTTP_MAX_REQUEST_LINE
+ *        or over max_head), -431 (head over max_head), -501 (a method
+ *        the proxy does not relay, e.g. one with an Upgrade), -505 (not
+ *        HTTP/1.0 or 1.1).
  * *why (when not NULL) gets a short static reason for a refusal.
  * 400 covers: origin-form targets; userinfo, '\' or '%' in the authority;
  * a bad or missing port; a numeric host that is not a canonical IP literal;

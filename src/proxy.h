@@ -37,11 +37,6 @@
 #define PROXY_DEFAULT_MAX_HEADER 32768
 #define PROXY_DEFAULT_MAX_CONN 16384
 #define PROXY_MAX_HEADER_LIMIT 65536
-/* TCP_DEFER_ACCEPT on the TCP listener, in seconds: the kernel hands a
- * connection over at its first bytes, or after this long if none came.
- * A connection handed over with nothing to read has waited this long
- * already, and it counts against header_timeout (proxy_conn.c). */
-#define PROXY_DEFER_ACCEPT_S 1
 /* After an error reply: how long to drain the client before closing. */
 #define PROXY_LINGER_MS 2000
 /* Addresses kept from one lookup; the rest are ignored (and unchecked). */
@@ -230,11 +225,6 @@ struct conn {
 
     uint64_t last_active;
     uint64_t deadline;
-    /* The first head on a deferred (TCP) connection: its timer was armed
-     * for a client silent through the deferral; head_start is when the
-     * head began (accept, or its first bytes if later). See on_timer. */
-    uint64_t head_start;
-    bool deferred_head;
     uint8_t state;
     uint8_t nopen; /* handles and lookups not yet finished */
     uint8_t naddr, addr_i;

@@ -249,8 +249,6 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     struct conn *c = s->data;
     if (c->state == CONN_HEAD) {
         if (n > 0) {
-            if (c->head_len == 0 && c->deferred_head)
-                c->head_start = uv_now(conn_loop(c));
             if (c->head_len == 0 && c->kept) {
                 /* The next request has begun: the whole head gets
                  * header_timeout from its first byte. */
@@ -998,50 +996,6 @@ void conn_forward_done(struct conn *c)
     conn_update_reads(c);
 }
 
-/*
- * The first head's timer, at accept. The TCP listener defers accept
- * (TCP_DEFER_ACCEPT): the kernel hands a connection over at its first
- * bytes, or, for a client that has said nothing, only after
- * PROXY_DEFER_ACCEPT_S, which that client has spent already. So the timer
- * is armed for the silent case (its 408 comes header_timeout after it
- * connected), and on_timer gives a client that did speak the rest of
- * header_timeout from its first byte, like a kept-alive connection's next
- * request. Deciding then, not here, keeps a system call (FIONREAD) off
- * every accept.
- */
-static void arm_first_head(struct proxy *p, struct conn *c)
-{
-    uint64_t ms = p->opts.header_ms;
-    if (!p->is_unix) {
-        uint64_t waited = (uint64_t)PROXY_DEFER_ACCEPT_S * 1000;
-        c->deferred_head = true;
-        c->head_start = uv_now(conn_loop(c));
-        ms = ms > waited ? ms - waited : 0;
-    }
-    conn_arm(c, ms);
-}
-
-/*
- * The timer of a deferred first head fired: true when the client did
- * speak (bytes read, or waiting to be), and its head got the rest of
- * header_timeout from its start.
- */
-static bool first_head_continues(struct conn *c, uint64_t now)
-{
-    c->deferred_head = false;
-    uv_os_fd_t fd;
-    int unread = 0;
-    if (c->head_len == 0 && !(uv_fileno(&c->client.h, &fd) == 0 &&
-                              ioctl(fd, FIONREAD, &unread) == 0 && unread > 0))
-        return false;
-    uint64_t end = c->head_start + c->px->opts.header_ms;
-    if (end <= now)
-        return false;
-    c->deadline = end;
-    uv_timer_start(&c->timer, on_timer, end - now, 0);
-    return true;
-}
-
 static void on_timer(uv_timer_t *t)
 {
     struct conn *c = t->data;
@@ -1049,8 +1003,6 @@ static void on_timer(uv_timer_t *t)
     uint64_t now = uv_now(conn_loop(c));
     switch (c->state) {
     case CONN_HEAD:
-        if (c->deferred_head && first_head_continues(c, now))
-            break;
         if (c->kept && c->head_len == 0)
             conn_close(c); /* idle between requests */
         else
@@ -1137,7 +1089,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     c->counted = true;
     p->nclients++;
-    arm_first_head(p, c);
+    conn_arm(c, p->opts.header_ms);
     conn_update_reads(c);
 }
 

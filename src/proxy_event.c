@@ -10,15 +10,35 @@
 
 #include "proxy.h"
 
+/*
+ * Event texts carry client bytes (a TLS server name in a reason, at least)
+ * to terminals and logs. Each byte that is not printable ASCII, and the
+ * backslash, is written as \xNN, here and only here, so that every reader
+ * (events(), on_event, isolate's log) gets the same unambiguous text, and
+ * nothing a client sends can move a cursor, set a title or start a line.
+ * Truncation drops whole escapes: the text never ends in half of one.
+ */
 static void copy_text(char *dst, size_t cap, const char *src)
 {
-    if (!src)
-        src = "";
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)(src ? src : "");
+    size_t o = 0;
+    for (; *s; s++) {
+        unsigned char ch = *s;
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+            if (o + 1 >= cap)
+                break;
+            dst[o++] = (char)ch;
+            continue;
+        }
+        if (o + 4 >= cap)
+            break;
+        dst[o++] = '\\';
+        dst[o++] = 'x';
+        dst[o++] = hex[ch >> 4];
+        dst[o++] = hex[ch & 0xf];
+    }
+    dst[o] = '\0';
 }
 
 void proxy_event(struct proxy *p, const char *type, const char *method,

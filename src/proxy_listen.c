@@ -3,10 +3,11 @@
  * plain system calls so that every failure is reported by proxy() itself.
  *
  * A unix socket is created 0600 (fchmod before bind: Linux takes the file's
- * mode from the socket's inode). A socket file that nobody listens on is
- * replaced; a live one, anything that is not a socket, and a path too long
- * for sun_path are errors, and nothing is deleted then. TCP listens only on
- * 127.0.0.1 or ::1.
+ * mode from the socket's inode), under a temporary name in the same
+ * directory, and renamed into place once it listens. A socket file that
+ * nobody listens on is replaced; a live one, anything that is not a
+ * socket, and a path too long for sun_path are errors, and nothing is
+ * deleted then. TCP listens only on 127.0.0.1 or ::1.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,11 +17,71 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proxy.h"
 
 #define BACKLOG 4096
+
+/* Removes path only if it is still the socket file (dev, ino) we made. */
+static void unlink_ours(const char *path, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == ino &&
+        st.st_dev == dev)
+        unlink(path);
+}
+
+/*
+ * A fresh name in path's directory that fits a sun_path as path does:
+ * ".<random>" of up to TMP_BASE_MAX bytes, shorter when the directory
+ * leaves less room (down to one byte, without the dot, for a path at the
+ * limit with a one-byte name). bind() never replaces a file, so a name
+ * that is taken only costs a retry.
+ */
+#define TMP_BASE_MAX 12
+#define TMP_TRIES 64
+static void tmp_name(const char *path, char *out)
+{
+    static const char chars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    static atomic_uint counter;
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+    size_t room = sizeof(((struct sockaddr_un *)0)->sun_path) - 1 - dirlen;
+    size_t n = room < TMP_BASE_MAX ? room : TMP_BASE_MAX;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t x = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^
+                 ((uint64_t)atomic_fetch_add(&counter, 1) << 40) ^
+                 (uint64_t)ts.tv_sec;
+    memcpy(out, path, dirlen);
+    size_t o = dirlen;
+    if (n > 1)
+        out[o++] = '.';
+    while (o < dirlen + n) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        out[o++] = chars[(x >> 33) % (sizeof chars - 1)];
+    }
+    out[o] = '\0';
+}
+
+/* The socket file is made under a temporary name and renamed into place
+ * after listen(): a client that sees path can connect at once (between
+ * bind and listen it would get ECONNREFUSED). Never over another file. */
+static int publish(const char *tmp, const char *path)
+{
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -1;
+    /* A file system without RENAME_NOREPLACE: link() does not replace
+     * either, and a socket file's second name reaches the same socket. */
+    if (link(tmp, path) != 0)
+        return -1;
+    unlink(tmp);
+    return 0;
+}
 
 int proxy_listen_unix(struct proxy *p, const char *path, char *err,
                       size_t errcap)
@@ -39,6 +100,9 @@ int proxy_listen_unix(struct proxy *p, const char *path, char *err,
     memcpy(sa.sun_path, path, len);
 
     struct stat st;
+    bool stale = false;
+    dev_t stale_dev = 0;
+    ino_t stale_ino = 0;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             snprintf(err, errcap,
@@ -70,17 +134,9 @@ int proxy_listen_unix(struct proxy *p, const char *path, char *err,
                      strerror(e));
             return -1;
         }
-        /* The same file we probed, still a socket: replace it. */
-        struct stat again;
-        if (lstat(path, &again) != 0 || again.st_ino != st.st_ino ||
-            again.st_dev != st.st_dev || !S_ISSOCK(again.st_mode) ||
-            unlink(path) != 0) {
-            snprintf(err, errcap,
-                     "isolation: stale unix socket \"%s\" cannot be "
-                     "replaced",
-                     path);
-            return -1;
-        }
+        stale = true;
+        stale_dev = st.st_dev;
+        stale_ino = st.st_ino;
     } else if (errno != ENOENT) {
         snprintf(err, errcap, "isolation: unix path \"%s\": %s", path,
                  strerror(errno));
@@ -88,25 +144,62 @@ int proxy_listen_unix(struct proxy *p, const char *path, char *err,
     }
 
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
+    if (fd < 0 || fchmod(fd, 0600) != 0) {
         snprintf(err, errcap, "isolation: unix socket: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
-    if (fchmod(fd, 0600) != 0 ||
-        bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    struct sockaddr_un tsa;
+    memset(&tsa, 0, sizeof tsa);
+    tsa.sun_family = AF_UNIX;
+    int r = -1;
+    for (int i = 0; i < TMP_TRIES && r != 0; i++) {
+        tmp_name(path, tsa.sun_path);
+        if (strcmp(tsa.sun_path, path) == 0)
+            continue; /* a one-byte name drew itself */
+        r = bind(fd, (struct sockaddr *)&tsa, sizeof tsa);
+        if (r != 0 && errno != EADDRINUSE)
+            break;
+    }
+    if (r != 0) {
+        snprintf(err, errcap, "isolation: unix socket \"%s\": %s", path,
+                 strerror(errno));
+        close(fd);
+        return -1;
+    }
+    const char *tmp = tsa.sun_path;
+    if (lstat(tmp, &st) != 0) {
         snprintf(err, errcap, "isolation: unix socket \"%s\": %s", path,
                  strerror(errno));
         close(fd);
         return -1;
     }
     /* Belt and braces against an odd umask: the file must end up 0600. */
-    if (lstat(path, &st) != 0 || chmod(path, 0600) != 0 ||
-        listen(fd, BACKLOG) != 0) {
+    if (chmod(tmp, 0600) != 0 || listen(fd, BACKLOG) != 0) {
         snprintf(err, errcap, "isolation: unix socket \"%s\": %s", path,
                  strerror(errno));
-        close(fd);
-        unlink(path);
-        return -1;
+        goto fail;
+    }
+    if (stale) {
+        /* The same file we probed, still a socket: replace it. */
+        struct stat again;
+        if (lstat(path, &again) == 0 &&
+            (again.st_ino != stale_ino || again.st_dev != stale_dev ||
+             !S_ISSOCK(again.st_mode) || unlink(path) != 0)) {
+            snprintf(err, errcap,
+                     "isolation: stale unix socket \"%s\" cannot be "
+                     "replaced",
+                     path);
+            goto fail;
+        }
+    }
+    if (publish(tmp, path) != 0) {
+        snprintf(err, errcap, "isolation: unix socket \"%s\": %s", path,
+                 errno == EEXIST ? "a file appeared there meanwhile (left "
+                                   "as it is)"
+                                 : strerror(errno));
+        goto fail;
     }
     p->listen_fd = fd;
     p->is_unix = true;
@@ -116,6 +209,11 @@ int proxy_listen_unix(struct proxy *p, const char *path, char *err,
     p->port = 0;
     snprintf(p->address, sizeof p->address, "unix:%s", path);
     return 0;
+
+fail:
+    close(fd);
+    unlink_ours(tmp, st.st_dev, st.st_ino);
+    return -1;
 }
 
 void proxy_listen_unlink(struct proxy *p)
@@ -200,14 +298,9 @@ int proxy_listen_tcp(struct proxy *p, const struct sockaddr_storage *addr,
      * set once here, it saves a setsockopt per connection. */
     p->nodelay_inherited =
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
-    /* A proxy client always speaks first: the kernel hands a connection
-     * over only once its first bytes are in, so accept and the first read
-     * are one wakeup instead of two (denials per second measured 10 %
-     * higher). A client that stays silent is handed over after the
-     * deferral all the same; on_connection takes the deferral off its
-     * header_timeout, so its 408 is not late. */
-    int defer_s = PROXY_DEFER_ACCEPT_S;
-    setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s);
+    /* No TCP_DEFER_ACCEPT: a connection the kernel holds until its first
+     * bytes is one the proxy cannot see, so close() could not end it (a
+     * silent client would hang until it spoke, then get a reset). */
     if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 ||
         listen(fd, BACKLOG) != 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {

@@ -422,8 +422,8 @@ static int proxy_new(lua_State *L)
     if (r == 0) {
         p->loop = proxy_loop_acquire(L, mode, luv_idx, err, sizeof err);
         if (!p->loop) {
-            close(p->listen_fd);
             proxy_listen_unlink(p);
+            close(p->listen_fd);
             r = -1;
         }
     }
@@ -477,8 +477,10 @@ static int proxy_close(lua_State *L)
         luaL_unref(L, LUA_REGISTRYINDEX, p->on_event_ref);
         p->on_event_ref = LUA_NOREF;
     }
-    proxy_loop_submit(p, PROXY_CMD_CLOSE);
+    /* The name goes first: a client that finds the file finds it
+     * listening (after the close it would get ECONNREFUSED). */
     proxy_listen_unlink(p);
+    proxy_loop_submit(p, PROXY_CMD_CLOSE);
     proxy_loop_release(L, p);
     proxy_unref(p);
     return 0;

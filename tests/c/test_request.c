@@ -460,9 +460,17 @@ static void limits(void)
     CHECK(parse_n(buf, n, 65536) == -414);
     CHECK(parse_n(buf, HTTP_MAX_REQUEST_LINE + 2, 65536) == -414);
     CHECK(parse_n(buf, HTTP_MAX_REQUEST_LINE + 1, 65536) == 0);
-    /* A head limit below the line limit gives 431. */
-    CHECK(parse_n(buf, n, 1024) == -431);
+    /* A head limit below the line limit: a line that does not end within
+     * the head limit is an oversized request line, 414 (not 431). */
+    CHECK(parse_n(buf, n, 1024) == -414);
+    CHECK(parse_max(buf, n, 1024, __LINE__) == -414);
+    CHECK(parse_n(buf, 1024, 1024) == -414);
     CHECK(parse_n(buf, 1023, 1024) == 0);
+    CHECK(parse_n(buf, 5000, 4096) == -414);
+    /* Its CRLF must fit too: a line of max_head - 1 bytes and its CR. */
+    buf[1023] = '\r';
+    CHECK(parse_n(buf, 1024, 1024) == -414);
+    buf[1023] = 'a';
     free(buf);
 
     /* Head over max_head: 431 as soon as max_head bytes have no end. */
