@@ -24,7 +24,7 @@ build = {
         "src/launch_dryrun.c", "src/launch_script.c", "src/launch_spec.c",
         "src/launch_wrap.c", "src/proxy_conn.c", "src/proxy_event.c",
         "src/proxy_listen.c", "src/proxy_loop.c", "src/proxy_lua.c",
-        "src/proxy_relay.c", "src/seccomp_tty.c", "src/selftest.c",
+        "src/proxy_relay.c", "src/seccomp.c", "src/selftest.c",
         "src/target.c", "src/tlshello.c",
       },
       defines = { "_GNU_SOURCE" },

@@ -28,9 +28,12 @@
 
 #include <errno.h>
 #include <lauxlib.h>
+#include <linux/netlink.h>
+#include <linux/sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 
 /*
  * The ABIs checked, by the family of the build. The family, not the
@@ -104,12 +107,42 @@ struct syscall {
     int nr[NCOLS];
 };
 
-static const struct syscall sys_ioctl = {"ioctl", {16, 514, 54, 29, 54}},
-                            sys_keyctl = {"keyctl", {250, 250, 288, 219, 311}},
-                            sys_add_key = {"add_key",
-                                           {248, 248, 286, 217, 309}},
-                            sys_request_key = {"request_key",
-                                               {249, 249, 287, 218, 310}};
+#define SYSCALL(name, x86_64, x32, i386, aarch64, arm)                         \
+    static const struct syscall sys_##name = {                                 \
+        #name, {x86_64, x32, i386, aarch64, arm}}
+
+SYSCALL(ioctl, 16, 514, 54, 29, 54);
+SYSCALL(keyctl, 250, 250, 288, 219, 311);
+SYSCALL(add_key, 248, 248, 286, 217, 309);
+SYSCALL(request_key, 249, 249, 287, 218, 310);
+SYSCALL(io_uring_setup, 425, 425, 425, 425, 425);
+SYSCALL(io_uring_enter, 426, 426, 426, 426, 426);
+SYSCALL(io_uring_register, 427, 427, 427, 427, 427);
+SYSCALL(bpf, 321, 321, 357, 280, 386);
+SYSCALL(perf_event_open, 298, 298, 336, 241, 364);
+SYSCALL(userfaultfd, 323, 323, 374, 282, 388);
+SYSCALL(kexec_load, 246, 528, 283, 104, 347);
+SYSCALL(kexec_file_load, 320, 320, NONE, 294, 401);
+SYSCALL(init_module, 175, 175, 128, 105, 128);
+SYSCALL(finit_module, 313, 313, 350, 273, 379);
+SYSCALL(delete_module, 176, 176, 129, 106, 129);
+SYSCALL(mount, 165, 165, 21, 40, 21);
+SYSCALL(umount, NONE, NONE, 22, NONE, NONE); /* i386's oldumount */
+SYSCALL(umount2, 166, 166, 52, 39, 52);
+SYSCALL(pivot_root, 155, 155, 217, 41, 218);
+SYSCALL(open_tree, 428, 428, 428, 428, 428);
+SYSCALL(move_mount, 429, 429, 429, 429, 429);
+SYSCALL(fsopen, 430, 430, 430, 430, 430);
+SYSCALL(fsconfig, 431, 431, 431, 431, 431);
+SYSCALL(fsmount, 432, 432, 432, 432, 432);
+SYSCALL(fspick, 433, 433, 433, 433, 433);
+SYSCALL(mount_setattr, 442, 442, 442, 442, 442);
+SYSCALL(setns, 308, 308, 346, 268, 375);
+SYSCALL(unshare, 272, 272, 310, 97, 337);
+SYSCALL(clone, 56, 56, 120, 220, 120);
+SYSCALL(clone3, 435, 435, 435, 435, 435);
+SYSCALL(socket, 41, 41, 359, 198, 281);
+SYSCALL(socketcall, NONE, NONE, 102, NONE, NONE); /* i386 (ARM EABI: none) */
 
 /* One refusal: when the call is `sys` and every test holds, `action`. */
 enum test {
@@ -166,6 +199,38 @@ _Static_assert(TIOCLINUX == REQ_TIOCLINUX, "TIOCLINUX is not 0x541C here");
             }                                                                  \
         }                                                                      \
     }
+#define REFUSE_IF2(sys, e, a1, t1, v1, a2, t2, v2)                             \
+    {                                                                          \
+        &(sys), ERRNO(e), 2,                                                   \
+        {                                                                      \
+            {a1, t1, v1},                                                      \
+            {                                                                  \
+                a2, t2, v2                                                     \
+            }                                                                  \
+        }                                                                      \
+    }
+
+/*
+ * The namespace flags of clone and unshare (linux/sched.h). CLONE_NEWTIME
+ * (0x80) only for unshare: in clone's first argument that byte is the exit
+ * signal, and clone cannot make a time namespace.
+ */
+#define NS_FLAGS 0x7E020000u /* NEWNS, NEWCGROUP, UTS, IPC, USER, PID, NET */
+#define NS_FLAGS_UNSHARE (NS_FLAGS | 0x80u)
+_Static_assert(NS_FLAGS ==
+                   (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS |
+                    CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET),
+               "namespace flags");
+
+/* Socket families and protocols (linux/socket.h, linux/netlink.h). */
+#define FAMILY_NETLINK 16u
+#define FAMILY_PACKET 17u
+#define FAMILY_VSOCK 40u
+#define PROTO_NETLINK_ROUTE 0u
+#define SOCKETCALL_SOCKET 1u /* SYS_SOCKET, linux/net.h */
+_Static_assert(AF_NETLINK == FAMILY_NETLINK && AF_PACKET == FAMILY_PACKET &&
+                   AF_VSOCK == FAMILY_VSOCK && NETLINK_ROUTE == 0,
+               "socket families");
 
 static const struct rule tty_rules[] = {
     REFUSE_IF(sys_ioctl, EPERM, 1, ARG_EQ, REQ_TIOCSTI),
@@ -173,18 +238,73 @@ static const struct rule tty_rules[] = {
 };
 
 /*
- * The sandbox's filter: the TTY rules, then, each with EPERM:
- * keyctl, add_key, request_key: the kernel's keyrings are not per sandbox.
- * The launcher's session keyring is inherited (and root's user keyring is
- * reachable by id): Kerberos KEYRING: caches, ecryptfs and fscrypt keys,
- * cached passphrases. No agent tool needs a keyring.
+ * The sandbox's filter: the TTY rules, then the calls below, each with
+ * EPERM unless said (docs/launch.md has the table, with what each is used
+ * for outside a sandbox). None is needed by git, a compiler, a package
+ * manager, a language runtime or a test suite.
  */
 static const struct rule sandbox_rules[] = {
     REFUSE_IF(sys_ioctl, EPERM, 1, ARG_EQ, REQ_TIOCSTI),
     REFUSE_IF(sys_ioctl, EPERM, 1, ARG_EQ, REQ_TIOCLINUX),
+    /* the kernel's keyrings are not per sandbox: the launcher's session
+     * keyring is inherited (and root's user keyring reachable by id):
+     * Kerberos KEYRING: caches, ecryptfs and fscrypt keys, passphrases */
     REFUSE(sys_keyctl, EPERM),
     REFUSE(sys_add_key, EPERM),
     REFUSE(sys_request_key, EPERM),
+    /* io_uring: a second system-call interface, whose operations this
+     * filter never sees, and a steady source of kernel exploits */
+    REFUSE(sys_io_uring_setup, EPERM),
+    REFUSE(sys_io_uring_enter, EPERM),
+    REFUSE(sys_io_uring_register, EPERM),
+    /* programs run in the kernel; hardware counters and kernel
+     * tracepoints (side channels); userfaultfd pauses the kernel at a
+     * page fault of the caller's choosing, the usual race-widener */
+    REFUSE(sys_bpf, EPERM),
+    REFUSE(sys_perf_event_open, EPERM),
+    REFUSE(sys_userfaultfd, EPERM),
+    /* a new kernel, kernel modules */
+    REFUSE(sys_kexec_load, EPERM),
+    REFUSE(sys_kexec_file_load, EPERM),
+    REFUSE(sys_init_module, EPERM),
+    REFUSE(sys_finit_module, EPERM),
+    REFUSE(sys_delete_module, EPERM),
+    /* mounts, old and new API: the sandbox's file system is the one bwrap
+     * built; a mount could cover or reveal what the mounts decide */
+    REFUSE(sys_mount, EPERM),
+    REFUSE(sys_umount, EPERM),
+    REFUSE(sys_umount2, EPERM),
+    REFUSE(sys_pivot_root, EPERM),
+    REFUSE(sys_open_tree, EPERM),
+    REFUSE(sys_move_mount, EPERM),
+    REFUSE(sys_fsopen, EPERM),
+    REFUSE(sys_fsconfig, EPERM),
+    REFUSE(sys_fsmount, EPERM),
+    REFUSE(sys_fspick, EPERM),
+    REFUSE(sys_mount_setattr, EPERM),
+    /* namespaces: a user namespace inside would give the sandbox every
+     * capability over new namespaces, the door to most namespace bugs;
+     * setns could join one it holds a descriptor of */
+    REFUSE(sys_setns, EPERM),
+    REFUSE_IF(sys_unshare, EPERM, 0, ARG_ANY_BIT, NS_FLAGS_UNSHARE),
+    REFUSE_IF(sys_clone, EPERM, 0, ARG_ANY_BIT, NS_FLAGS),
+    /* clone3's flags are in a struct behind a pointer, which seccomp
+     * cannot read: ENOSYS makes the C library fall back to clone, whose
+     * flags are checked above (glibc 2.34+ does, as it does on kernels
+     * older than 5.3) */
+    REFUSE(sys_clone3, ENOSYS),
+    /* sockets to the hypervisor (vsock), raw link-layer frames (packet),
+     * and kernel subsystems (netlink: audit, uevents, netfilter, xfrm,
+     * generic families...); NETLINK_ROUTE stays, for ip and getifaddrs() */
+    REFUSE_IF(sys_socket, EPERM, 0, ARG_EQ, FAMILY_VSOCK),
+    REFUSE_IF(sys_socket, EPERM, 0, ARG_EQ, FAMILY_PACKET),
+    REFUSE_IF2(sys_socket, EPERM, 0, ARG_EQ, FAMILY_NETLINK, 2, ARG_NE,
+               PROTO_NETLINK_ROUTE),
+    /* i386's socketcall(SYS_SOCKET, args): the family is behind a
+     * pointer, so every socket() through it is refused; 32-bit programs
+     * whose C library uses socketcall cannot make sockets (on an x86_64
+     * kernel any process can enter there with int 0x80) */
+    REFUSE_IF(sys_socketcall, EPERM, 0, ARG_EQ, SOCKETCALL_SOCKET),
 };
 
 /* Where an argument's low 32 bits sit in its 64-bit slot: byte order. */
