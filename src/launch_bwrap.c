@@ -1,12 +1,13 @@
 /*
  * launch_bwrap.c - the bwrap command line. bwrap applies mounts in argument
  * order and a later mount covers an earlier one at or above its path, so the
- * order is the security property here: the fresh tmpfs on /tmp and $HOME
- * first, then the agent's config binds, then every other bind sorted so
- * that a parent comes before anything inside it (a workdir under /tmp or $HOME
- * survives the tmpfs; a read-only bind inside the workdir is not covered by the
- * read-write workdir), and the proxy socket and the bridge program last, at
- * fixed single-file paths.
+ * order is the security property here: the system, /dev and /proc (with
+ * the host's kernel knobs in it read-only, right after it), the fresh tmpfs
+ * on /tmp and $HOME, then the agent's config binds, then every other bind
+ * sorted so that a parent comes before anything inside it (a workdir under /tmp
+ * or $HOME survives the tmpfs; a read-only bind inside the workdir is not
+ * covered by the read-write workdir), and the proxy socket and the bridge
+ * program last, at fixed single-file paths.
  */
 #include "isolation.h"
 #include "launch.h"

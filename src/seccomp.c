@@ -181,34 +181,13 @@ struct rule {
 _Static_assert(TIOCSTI == REQ_TIOCSTI, "TIOCSTI is not 0x5412 here");
 _Static_assert(TIOCLINUX == REQ_TIOCLINUX, "TIOCLINUX is not 0x541C here");
 
-#define REFUSE(sys, e)                                                         \
-    {                                                                          \
-        &(sys), ERRNO(e), 0,                                                   \
-        {                                                                      \
-            {                                                                  \
-                0, ARG_EQ, 0                                                   \
-            }                                                                  \
-        }                                                                      \
-    }
-#define REFUSE_IF(sys, e, arg, test, v)                                        \
-    {                                                                          \
-        &(sys), ERRNO(e), 1,                                                   \
-        {                                                                      \
-            {                                                                  \
-                arg, test, v                                                   \
-            }                                                                  \
-        }                                                                      \
-    }
-#define REFUSE_IF2(sys, e, a1, t1, v1, a2, t2, v2)                             \
-    {                                                                          \
-        &(sys), ERRNO(e), 2,                                                   \
-        {                                                                      \
-            {a1, t1, v1},                                                      \
-            {                                                                  \
-                a2, t2, v2                                                     \
-            }                                                                  \
-        }                                                                      \
-    }
+/* One rule a line, so that the tables read as tables. */
+/* clang-format off */
+#define REFUSE(sys, e) {&(sys), ERRNO(e), 0, {{0, ARG_EQ, 0}}}
+#define REFUSE_IF(sys, e, arg, test, v) {&(sys), ERRNO(e), 1, {{arg, test, v}}}
+#define REFUSE_IF2(sys, e, a1, t1, v1, a2, t2, v2) \
+    {&(sys), ERRNO(e), 2, {{a1, t1, v1}, {a2, t2, v2}}}
+/* clang-format on */
 
 /*
  * The namespace flags of clone and unshare (linux/sched.h). CLONE_NEWTIME
@@ -289,9 +268,8 @@ static const struct rule sandbox_rules[] = {
     REFUSE_IF(sys_unshare, EPERM, 0, ARG_ANY_BIT, NS_FLAGS_UNSHARE),
     REFUSE_IF(sys_clone, EPERM, 0, ARG_ANY_BIT, NS_FLAGS),
     /* clone3's flags are in a struct behind a pointer, which seccomp
-     * cannot read: ENOSYS makes the C library fall back to clone, whose
-     * flags are checked above (glibc 2.34+ does, as it does on kernels
-     * older than 5.3) */
+     * cannot read: ENOSYS, a kernel older than 5.3's answer, makes the C
+     * library fall back to clone, whose flags are checked above */
     REFUSE(sys_clone3, ENOSYS),
     /* sockets to the hypervisor (vsock), raw link-layer frames (packet),
      * and kernel subsystems (netlink: audit, uevents, netfilter, xfrm,
