@@ -35,7 +35,7 @@ local ALWAYS = {
   "keyctl", "add_key", "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf",
   "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load", "init_module", "finit_module",
   "delete_module", "mount", "umount", "umount2", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig",
-  "fsmount", "fspick", "mount_setattr", "setns",
+  "fsmount", "fspick", "mount_setattr", "_sysctl", "setns",
 }
 -- Calls every workload makes: allowed whatever their arguments.
 local COMMON = { "read", "write", "openat", "close", "execve", "mmap", "futex", "getpid", "wait4", "pipe2",

@@ -137,6 +137,7 @@ SYSCALL(fsconfig, 431, 431, 431, 431, 431);
 SYSCALL(fsmount, 432, 432, 432, 432, 432);
 SYSCALL(fspick, 433, 433, 433, 433, 433);
 SYSCALL(mount_setattr, 442, 442, 442, 442, 442);
+SYSCALL(_sysctl, 156, NONE, 149, NONE, 149);
 SYSCALL(setns, 308, 308, 346, 268, 375);
 SYSCALL(unshare, 272, 272, 310, 97, 337);
 SYSCALL(clone, 56, 56, 120, 220, 120);
@@ -261,6 +262,9 @@ static const struct rule sandbox_rules[] = {
     REFUSE(sys_fsmount, EPERM),
     REFUSE(sys_fspick, EPERM),
     REFUSE(sys_mount_setattr, EPERM),
+    /* the binary sysctl interface (gone since Linux 5.5): on an older
+     * kernel it writes the host's settings past a read-only /proc/sys */
+    REFUSE(sys__sysctl, EPERM),
     /* namespaces: a user namespace inside would give the sandbox every
      * capability over new namespaces, the door to most namespace bugs;
      * setns could join one it holds a descriptor of */
