@@ -25,7 +25,7 @@ build = {
         "src/launch_spec.c", "src/launch_wrap.c", "src/preflight.c",
         "src/proxy_conn.c", "src/proxy_event.c",
         "src/proxy_listen.c", "src/proxy_loop.c", "src/proxy_lua.c",
-        "src/proxy_relay.c", "src/seccomp_tty.c", "src/selftest.c",
+        "src/proxy_relay.c", "src/seccomp.c", "src/selftest.c",
         "src/strarg.c", "src/target.c", "src/tlshello.c",
       },
       defines = { "_GNU_SOURCE" },

@@ -9,10 +9,18 @@ local SYSTEM = {
   "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
   "--ro-bind-try", "/bin", "/bin", "--ro-bind-try", "/lib", "/lib",
   "--ro-bind-try", "/lib64", "/lib64", "--ro-bind-try", "/sbin", "/sbin",
-  "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "$HOME",
+  "--dev", "/dev", "--proc", "/proc",
+  -- the host's kernel knobs read-only, what it shows beyond the pid namespace masked
+  "--ro-bind-try", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+  "--ro-bind-try", "/proc/irq", "/proc/irq", "--ro-bind-try", "/proc/bus", "/proc/bus",
+  "--ro-bind-try", "/proc/fs", "/proc/fs", "--ro-bind-try", "/proc/acpi", "/proc/acpi",
+  "--ro-bind-try", "/proc/scsi", "/proc/scsi", "--ro-bind-try", "/proc/asound", "/proc/asound",
+  "--ro-bind", "/dev/null", "/proc/timer_list", "--ro-bind", "/dev/null", "/proc/interrupts",
+  "--ro-bind-try", "/proc/sys/kernel/keys/../../../../dev/null", "/proc/keys",
+  "--tmpfs", "/tmp", "--tmpfs", "$HOME",
 }
 local UNSHARE = { "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent" }
-local CAPS = { "--cap-drop", "ALL" }
+local CAPS = { "--cap-drop", "ALL", "--unshare-user", "--disable-userns" }
 local DOCKER_PRIVS = { "--cap-drop", "ALL", "--security-opt", "no-new-privileges" }
 
 local AGENT_BINDS = {
@@ -111,7 +119,8 @@ describe("bwrap_argv", function()
       local script = argv[#argv - 2]
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
         { "--bind", "/srv/project", "/srv/project", "--bind", "/var/lib/lectern/s1.sock", SOCK,
-          "--chdir", "/srv/project", "--cap-drop", "ALL", "--unshare-net" },
+          "--chdir", "/srv/project", "--cap-drop", "ALL", "--unshare-user", "--disable-userns",
+          "--unshare-net" },
         UNSHARE, { "--", "bash", "-c", script, "bash", "run --it" }), argv)
       -- listening address first, then the socket
       assert.truthy(script:find("socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:" .. SOCK, 1, true))

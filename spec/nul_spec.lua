@@ -483,7 +483,7 @@ describe("a NUL byte in a session manager's launch request", function()
     assert.equal(0, launched)
     local code, out = helpers.run("ls -A " .. helpers.shquote(root .. "/run"))
     assert.equal(0, code)
-    assert.equal("tty-seccomp.bpf\n", out)
+    assert.equal("sandbox-seccomp.bpf\n", out)
   end
 
   it("launches the base request (the property below is not vacuous)", function()

@@ -7,6 +7,7 @@ local helpers = require("helpers")
 local cli = require("support.cli")
 local tty = require("support.tty")
 local isolation = require("isolation")
+local bpf = require("support.bpf")
 
 local AUDIT = {
   X86_64 = 0xC000003E, I386 = 0x40000003, AARCH64 = 0xC00000B7, ARM = 0x40000028, ARMEB = 0x00000028,
@@ -31,38 +32,8 @@ local function seccomp_data(arch, nr, arg1)
   return string.pack("=i4I4I8I8I8I8I8I8I8", nr, arch, 0, 0, arg1 or 0, 0, 0, 0, 0)
 end
 
--- Runs a classic-BPF program (the instructions a seccomp filter may use)
--- on `data`; returns the RET value. Anything unexpected is an error.
-local function run_bpf(prog, data)
-  local insns = {}
-  for i = 1, #prog, 8 do
-    local code, jt, jf, k = string.unpack("=I2I1I1I4", prog, i)
-    insns[#insns + 1] = { code = code, jt = jt, jf = jf, k = k }
-  end
-  local a, pc, steps = 0, 1, 0
-  while true do
-    local ins = assert(insns[pc], "ran off the end of the program")
-    steps = steps + 1
-    assert(steps <= #insns, "a loop")
-    local c, k = ins.code, ins.k
-    if c == 0x20 then -- BPF_LD | BPF_W | BPF_ABS
-      assert(k % 4 == 0 and k + 4 <= #data, "load outside seccomp_data: " .. k)
-      a = string.unpack("=I4", data, k + 1)
-      pc = pc + 1
-    elseif c == 0x54 then -- BPF_ALU | BPF_AND | BPF_K
-      a = a & k
-      pc = pc + 1
-    elseif c == 0x15 then -- BPF_JMP | BPF_JEQ | BPF_K
-      pc = pc + 1 + (a == k and ins.jt or ins.jf)
-    elseif c == 0x05 then -- BPF_JMP | BPF_JA
-      pc = pc + 1 + k
-    elseif c == 0x06 then -- BPF_RET | BPF_K
-      return k
-    else
-      error(("unexpected instruction code 0x%02x at %d"):format(c, pc - 1))
-    end
-  end
-end
+-- Runs a classic-BPF program (support/bpf.lua) on `data`; returns the RET value.
+local run_bpf = bpf.run
 
 describe("tty_seccomp_filter", function()
   it("is whole struct sock_filter records, the same bytes on every call", function()

@@ -620,11 +620,11 @@ describe("session TTY seccomp filter", function()
 
   it("keeps the filter in runtime_dir, 0600, and a local bwrap launch's line opens it", function()
     f = fixture()
-    local path = f.dir .. "/tty-seccomp.bpf"
+    local path = f.dir .. "/sandbox-seccomp.bpf"
     assert.equal(path, f.mgr.seccomp_file)
     assert.equal("file", uv.fs_lstat(path).type)
     assert.equal(384, mode_of(path))
-    assert.equal(isolation.tty_seccomp_filter(), helpers.read(path))
+    assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(path))
     f.bare = "sleep 30"
     for _, target in ipairs({ "local", { kind = "local" } }) do
       for _, network in ipairs({ "allow", "deny" }) do
@@ -636,6 +636,36 @@ describe("session TTY seccomp filter", function()
         assert.equal(s.cmdline, f.cmdline)
         assert(f.mgr:kill(s.id))
       end
+    end
+  end)
+
+  it("seccomp = \"tty\" gives the narrower filter in its own file; another value is refused before anything starts",
+    function()
+    f = fixture()
+    f.bare = "sleep 30"
+    local s = assert(f.mgr:launch({ id = "t", isolation = { mode = "bwrap" }, workdir = f.work,
+      command = "sleep 30", seccomp = "tty" }))
+    local tty_path = f.dir .. "/tty-seccomp.bpf"
+    assert.equal(" 3<" .. shq(tty_path), f.cmdline:sub(-#(" 3<" .. shq(tty_path))))
+    assert.equal(isolation.tty_seccomp_filter(), helpers.read(tty_path))
+    assert.equal(384, mode_of(tty_path))
+    assert(f.mgr:kill(s.id))
+    -- the default's file is still the default's
+    assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(f.mgr.seccomp_file))
+    for _, v in ipairs({ "sandbox", require("cjson").null }) do
+      s = assert(f.mgr:launch({ id = "d", isolation = { mode = "bwrap" }, workdir = f.work, command = "sleep 30",
+        seccomp = v }))
+      assert.equal(" 3<" .. shq(f.mgr.seccomp_file), f.cmdline:sub(-#(" 3<" .. shq(f.mgr.seccomp_file))))
+      assert(f.mgr:kill(s.id))
+    end
+    local launches = f.launches
+    for _, bad in ipairs({ "none", "TTY", 1, true, {} }) do
+      local r, err = f.mgr:launch({ id = "b", isolation = { mode = "bwrap", network = "deny" }, workdir = f.work,
+        command = "sleep 30", seccomp = bad })
+      assert.is_nil(r)
+      assert.matches('^isolation: seccomp must be "sandbox" %(the default%) or "tty" %(got ', err)
+      assert.equal(launches, f.launches)
+      assert.same({}, glue.sockets(f.dir))
     end
   end)
 
@@ -668,7 +698,7 @@ describe("session TTY seccomp filter", function()
     local ino = inode(path)
     assert.equal(0, session.recover(f.dir))
     assert.equal(ino, inode(path))
-    assert.equal(isolation.tty_seccomp_filter(), helpers.read(path))
+    assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(path))
     local s = probe_launch(f.mgr, "one", "allow")
     tty.assert_refused(s.handle.answers, s.handle.all)
     assert.is_true(f.mgr:close())
@@ -685,14 +715,14 @@ describe("session TTY seccomp filter", function()
     -- nothing else was left in the directory: no temporary file
     local code, listing = helpers.run("ls -A " .. shq(f.dir))
     assert.equal(0, code)
-    assert.equal("tty-seccomp.bpf\n", listing)
+    assert.equal("sandbox-seccomp.bpf\n", listing)
   end)
 
   it("replaces a file that is wrong (content, mode, a symlink) or gone, in one rename", function()
     f = fixture()
     f.bare = "sleep 30"
     local path = f.mgr.seccomp_file
-    local prog = isolation.tty_seccomp_filter()
+    local prog = isolation.sandbox_seccomp_filter()
     local function launch_once()
       local s = assert(f.mgr:launch({ id = "r", isolation = { mode = "bwrap" }, workdir = f.work,
         command = "sleep 30" }))
@@ -726,7 +756,7 @@ describe("session TTY seccomp filter", function()
     assert.equal(ino, inode(path))
     local code, listing = helpers.run("ls -A " .. shq(f.dir))
     assert.equal(0, code)
-    assert.equal("tty-seccomp.bpf\n", listing)
+    assert.equal("sandbox-seccomp.bpf\n", listing)
   end)
 
   it("a filter file that cannot be put in place fails the launch before anything starts", function()
@@ -740,20 +770,20 @@ describe("session TTY seccomp filter", function()
     local s, err = f.mgr:launch({ id = "s1", isolation = { mode = "bwrap", network = "deny" }, workdir = f.work,
       command = "sleep 30" })
     assert.is_nil(s)
-    assert.matches("cannot install the TTY seccomp filter", err, 1, true)
+    assert.matches("cannot install the sandbox seccomp filter", err, 1, true)
     assert.equal(0, f.launches)
     assert.is_nil(f.mgr:get("s1"))
     assert.same({}, glue.sockets(f.dir))
     assert_fds(fds)
     local code, listing = helpers.run("ls -A " .. shq(f.dir))
     assert.equal(0, code)
-    assert.equal("tty-seccomp.bpf\n", listing) -- the temporary file is gone
+    assert.equal("sandbox-seccomp.bpf\n", listing) -- the temporary file is gone
     assert.equal("x", helpers.read(path .. "/keep"))
     -- gone: the next launch writes it
     helpers.rmtree(path)
     f.bare = "sleep 30"
     assert(f.mgr:launch({ id = "s1", isolation = { mode = "bwrap" }, workdir = f.work, command = "sleep 30" }))
-    assert.equal(isolation.tty_seccomp_filter(), helpers.read(path))
+    assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(path))
   end)
 
   it("leaves it out where the line does not run here (ssh), and for docker and mode \"\"", function()
@@ -772,7 +802,7 @@ describe("session TTY seccomp filter", function()
       local s = assert(f.mgr:launch({ id = "n" .. i, isolation = case[2], target = case[1], workdir = f.work,
         command = "true", tty = false }))
       assert.is_nil(f.cmdline:find("seccomp", 1, true), f.cmdline)
-      assert.is_nil(f.cmdline:find("tty-seccomp.bpf", 1, true), f.cmdline)
+      assert.is_nil(f.cmdline:find("-seccomp.bpf", 1, true), f.cmdline)
       assert.is_nil(f.cmdline:find(" %d<'"), f.cmdline)
       assert(f.mgr:kill(s.id))
     end

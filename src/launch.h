@@ -153,7 +153,7 @@ struct mount {
     const char *why;
 };
 
-#define LAUNCH_MAX_MOUNTS (2 * LAUNCH_MAX_BINDS + 24)
+#define LAUNCH_MAX_MOUNTS (2 * LAUNCH_MAX_BINDS + 40)
 
 /* The bwrap mounts in the order they are given to bwrap. */
 size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out);

@@ -1,12 +1,13 @@
 /*
  * launch_bwrap.c - the bwrap command line. bwrap applies mounts in argument
  * order and a later mount covers an earlier one at or above its path, so the
- * order is the security property here: the fresh tmpfs on /tmp and $HOME
- * first, then the agent's config binds, then every other bind sorted so
- * that a parent comes before anything inside it (a workdir under /tmp or $HOME
- * survives the tmpfs; a read-only bind inside the workdir is not covered by the
- * read-write workdir), and the proxy socket and the bridge program last, at
- * fixed single-file paths.
+ * order is the security property here: the system, /dev and /proc (with
+ * the host's kernel knobs in it read-only, right after it), the fresh tmpfs
+ * on /tmp and $HOME, then the agent's config binds, then every other bind
+ * sorted so that a parent comes before anything inside it (a workdir under /tmp
+ * or $HOME survives the tmpfs; a read-only bind inside the workdir is not
+ * covered by the read-write workdir), and the proxy socket and the bridge
+ * program last, at fixed single-file paths.
  */
 #include "isolation.h"
 #include "launch.h"
@@ -179,6 +180,59 @@ int launch_bwrap_check_order(lua_State *L, const struct launch_spec *s)
     return 0;
 }
 
+/*
+ * What a fresh procfs still shows of the host, covered right after --proc.
+ * The kernel under the sandbox is the host's: its sysctls, IRQ routing and
+ * SysRq are not per namespace, and a root launch reaches them as uid 0
+ * (bwrap 0.8.0 skips its own read-only remount of /proc/sys whenever
+ * access(W_OK) fails on the directory, and a sysctl file checks only the
+ * owner). The list is the container runtimes' default (Docker's and runc's
+ * ReadonlyPaths and MaskedPaths) minus what Linux no longer has; docs/launch.md
+ * says why each. bwrap has no conditional tmpfs, and a mount on a path a
+ * kernel lacks is an error, so each entry is one that exists on every
+ * kernel with procfs, or a -try whose source exists exactly when the entry
+ * does (the same kernel is on both sides).
+ */
+static size_t proc_guards(struct mount *out)
+{
+    size_t n = 0;
+    /* read-only: a write changes the host's kernel */
+    add(out, &n, MOUNT_RO_TRY, "/proc/sys",
+        "kernel settings, read-only: core_pattern runs a program as root");
+    add(out, &n, MOUNT_RO_TRY, "/proc/sysrq-trigger",
+        "SysRq, read-only: reboot, crash, kill all, when present");
+    add(out, &n, MOUNT_RO_TRY, "/proc/irq",
+        "IRQ affinity, read-only, when present");
+    add(out, &n, MOUNT_RO_TRY, "/proc/bus",
+        "PCI/USB config, read-only, when present");
+    add(out, &n, MOUNT_RO_TRY, "/proc/fs",
+        "filesystem knobs, read-only, when present");
+    /* Docker masks these directories; read-only is what bwrap can do
+     * where present: their writable files (acpi/wakeup, scsi/scsi) reach
+     * devices; their contents are hardware inventory, no secret */
+    add(out, &n, MOUNT_RO_TRY, "/proc/acpi", "ACPI, read-only, when present");
+    add(out, &n, MOUNT_RO_TRY, "/proc/scsi",
+        "SCSI add/remove, read-only, when present");
+    add(out, &n, MOUNT_RO_TRY, "/proc/asound",
+        "sound cards, read-only, when present");
+    /* masked: what they show is the host's, beyond the pid namespace */
+    out[n++] = (struct mount){MOUNT_RO, "/dev/null", "/proc/timer_list",
+                              "masked: every host task's timers, pid, name"};
+    out[n++] = (struct mount){MOUNT_RO, "/dev/null", "/proc/interrupts",
+                              "masked: per-CPU interrupt counts, a keystroke "
+                              "timing side channel"};
+    /*
+     * /proc/keys exists exactly when the kernel has keys, and so does the
+     * directory /proc/sys/kernel/keys: the source resolves to /dev/null
+     * through it, or does not exist, and -try skips the mount.
+     */
+    out[n++] = (struct mount){
+        MOUNT_RO_TRY, "/proc/sys/kernel/keys/../../../../dev/null",
+        "/proc/keys",
+        "masked: descriptions of the keys the launcher can see, when present"};
+    return n;
+}
+
 size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out)
 {
     size_t n = 0;
@@ -190,6 +244,7 @@ size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out)
     add(out, &n, MOUNT_RO_TRY, "/sbin", "system, when present");
     add(out, &n, MOUNT_DEV, "/dev", "private minimal /dev");
     add(out, &n, MOUNT_PROC, "/proc", "the sandbox's own processes");
+    n += proc_guards(out + n);
     add(out, &n, MOUNT_TMPFS, "/tmp", "empty, private");
     add(out, &n, MOUNT_TMPFS, "$HOME", "empty, private: hides the home");
 
@@ -262,6 +317,16 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
      */
     argv_add(&b, "--cap-drop");
     argv_add(&b, "ALL");
+    /*
+     * --cap-drop leaves a root launch its full bounding set (bwrap drops it
+     * only inside a user namespace): any exec of a root-owned program would
+     * get those capabilities back the day no_new_privs does not hold. A user
+     * namespace of its own (uid 0 maps to 0 for root, as bwrap already does
+     * for everyone else) empties it, and --disable-userns makes it the last:
+     * no namespace inside in which a fresh /proc or a mount could be made.
+     */
+    argv_add(&b, "--unshare-user");
+    argv_add(&b, "--disable-userns");
     if (s->deny)
         argv_add(&b, "--unshare-net");
     argv_add(&b, "--unshare-pid");

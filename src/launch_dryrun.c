@@ -88,10 +88,12 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
     luaL_addstring(b, s->deny ? "namespaces: new mount, pid, ipc, uts, net"
                               : "namespaces: new mount, pid, ipc, uts; "
                                 "the host's network");
-    luaL_addstring(b, " (and a user namespace unless bwrap is setuid); "
-                      "dies with its parent\n");
-    luaL_addstring(b, "privileges: no capabilities (--cap-drop ALL), no new "
-                      "privileges\n");
+    luaL_addstring(b, ", user (the caller's uid maps to itself; none can "
+                      "be made inside: --disable-userns); dies with its "
+                      "parent\n");
+    luaL_addstring(b, "privileges: no capabilities (--cap-drop ALL; the "
+                      "bounding set is empty too, in the user namespace), no "
+                      "new privileges\n");
     if (s->seccomp_file) {
         luaL_addstring(b, "seccomp: the program in ");
         add_display(b, L, s->seccomp_file);

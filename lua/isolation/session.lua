@@ -7,9 +7,11 @@
 -- removes its socket, and recover() cleans up after a manager that died
 -- without doing so (the sockets of a killed process stay on disk, dead).
 --
--- A local bwrap launch also gets the TTY seccomp filter (no TIOCSTI, no
--- TIOCLINUX): the manager keeps isolation.tty_seccomp_filter() in a file of
--- the runtime directory, and the launch line opens it for bwrap
+-- A local bwrap launch also gets a seccomp filter: by default
+-- isolation.sandbox_seccomp_filter() (no TIOCSTI or TIOCLINUX, no kernel
+-- keyrings, ...), or with `seccomp = "tty"` in the request the narrower
+-- isolation.tty_seccomp_filter(). The manager keeps each in a file of the
+-- runtime directory, and the launch line opens it for bwrap
 -- (seccomp_file), since a launcher gets a command line, not a descriptor.
 local uv = require("luv")
 local cjson = require("cjson")
@@ -205,10 +207,16 @@ local function check_runtime_dir(dir)
 end
 
 ------------------------------------------------------------------------------
--- The TTY seccomp filter file
+-- The seccomp filter files
 
--- In runtime_dir, beside the sockets; recover() leaves it (not a socket).
-local FILTER_NAME = "tty-seccomp.bpf"
+-- In runtime_dir, beside the sockets; recover() leaves them (not sockets).
+-- One file per filter: a line already waiting in a shell keeps the one it
+-- names.
+local FILTERS = {
+  sandbox = { name = "sandbox-seccomp.bpf", program = isolation.sandbox_seccomp_filter,
+    what = "sandbox seccomp filter" },
+  tty = { name = "tty-seccomp.bpf", program = isolation.tty_seccomp_filter, what = "TTY seccomp filter" },
+}
 
 -- Is the file at path this user's regular file, 0600, holding exactly prog?
 -- lstat first: a fifo there would block the open, a symlink is not ours.
@@ -226,21 +234,22 @@ local function filter_current(path, prog)
   return fst ~= nil and fst.ino == st.ino and fst.dev == st.dev and data == prog
 end
 
--- Makes <dir>/tty-seccomp.bpf hold the filter, 0600, and returns its path.
--- A file already right is kept (a second manager on the same directory, a
--- launch line still waiting in a shell, read the same bytes); otherwise the
--- program goes to a temporary name of this process and is renamed over the
--- old one, so that a line being run reads either the old file or the whole
--- new one, never half a program.
-local function ensure_filter(dir)
-  local path = dir .. "/" .. FILTER_NAME
-  local prog = isolation.tty_seccomp_filter()
+-- Makes <dir>/<name> hold the filter of that kind ("sandbox" when nil),
+-- 0600, and returns its path. A file already right is kept (a second
+-- manager on the same directory, a launch line still waiting in a shell,
+-- read the same bytes); otherwise the program goes to a temporary name of
+-- this process and is renamed over the old one, so that a line being run
+-- reads either the old file or the whole new one, never half a program.
+local function ensure_filter(dir, kind)
+  local filter = FILTERS[kind or "sandbox"]
+  local path = dir .. "/" .. filter.name
+  local prog = filter.program()
   if filter_current(path, prog) then return path end
-  local tmp = string.format("%s/.%s.%d.%s.tmp", dir, FILTER_NAME, int(uv.os_getpid()),
+  local tmp = string.format("%s/.%s.%d.%s.tmp", dir, filter.name, int(uv.os_getpid()),
     ((uv.random(6) or ""):gsub(".", function(c) return string.format("%02x", c:byte()) end)))
   local function fail(what, err)
     uv.fs_unlink(tmp)
-    return nil, "isolation: runtime_dir: cannot " .. what .. " the TTY seccomp filter " .. show(path)
+    return nil, "isolation: runtime_dir: cannot " .. what .. " the " .. filter.what .. " " .. show(path)
       .. " (" .. tostring(err) .. ")"
   end
   local fd, err = uv.fs_open(tmp, "wx", 384) -- O_CREAT | O_EXCL: never someone else's file
@@ -539,10 +548,16 @@ function Manager:launch(req)
     ok, err = chain_intact(self.runtime_dir, self._chain)
     if not ok then return nil, err end
   end
-  -- No TIOCSTI: the line opens the filter file for bwrap. Only where the
-  -- line runs on this machine: an ssh target has no such file.
+  -- No TIOCSTI, no keyrings, ...: the line opens the filter file for
+  -- bwrap. Only where the line runs on this machine: an ssh target has no
+  -- such file.
+  local seccomp = req.seccomp
+  if seccomp == NULL then seccomp = nil end
+  if seccomp ~= nil and not FILTERS[seccomp] then
+    return nil, "isolation: seccomp must be \"sandbox\" (the default) or \"tty\" (got " .. show(seccomp) .. ")"
+  end
   if cfg.mode == "bwrap" and is_local(target) then
-    spec.seccomp_file, err = ensure_filter(self.runtime_dir)
+    spec.seccomp_file, err = ensure_filter(self.runtime_dir, seccomp)
     if not spec.seccomp_file then return nil, err end
   end
   -- wrap() is pure: build the command line before anything starts.
