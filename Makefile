@@ -106,7 +106,7 @@ rockcheck: deps all
 	(cd "$$tmp" && luarocks --lua-version 5.4 make --tree "$$tmp/tree" isolation-scm-1.rockspec >"$$tmp/log" 2>&1) \
 	  || { cat "$$tmp/log"; exit 1; }; \
 	TREE="$$tmp/tree" LUA_PATH="$$tmp/tree/share/lua/5.4/?.lua;;" LUA_CPATH="$$tmp/tree/lib/lua/5.4/?.so;;" \
-	  $(LUA) -e 'local i = require("isolation"); assert(package.searchpath("isolation", package.cpath):find(os.getenv("TREE"), 1, true)); for _, m in ipairs({"policy", "scheduler", "session"}) do require("isolation." .. m) end; assert(i.BRIDGE and i.BRIDGE:find(os.getenv("TREE"), 1, true), "BRIDGE is not in the tree"); print("rockcheck: isolation " .. i.version .. " loads from the installed tree, BRIDGE " .. i.BRIDGE)'
+	  $(LUA) -e 'local i = require("isolation"); assert(package.searchpath("isolation", package.cpath):find(os.getenv("TREE"), 1, true)); for _, m in ipairs({"policy", "protect", "scheduler", "session"}) do require("isolation." .. m) end; assert(i.BRIDGE and i.BRIDGE:find(os.getenv("TREE"), 1, true), "BRIDGE is not in the tree"); print("rockcheck: isolation " .. i.version .. " loads from the installed tree, BRIDGE " .. i.BRIDGE)'
 
 test: deps all spec spec-asan lint rockcheck $(TEST_STEPS)
 	@echo "make test: all steps passed"

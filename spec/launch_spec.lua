@@ -49,12 +49,61 @@ local function deep_copy(t)
   return c
 end
 
+-- The parts of each agent's config that name commands: read-only inside.
+local AGENT_RO = {
+  claude = { "settings.json", "settings.local.json", "commands", "agents", "hooks", "plugins", "skills" },
+  codex = { "config.toml", "prompts", "rules", "skills" },
+  gemini = { "settings.json", "commands", "extensions", ".env" },
+  aider = {},
+}
+local AGENT_DIR = { claude = "$HOME/.claude/", codex = "$HOME/.codex/", gemini = "$HOME/.gemini/", aider = "" }
+
+-- The default protected paths in the workdir: parents pinned, then the
+-- paths read-only, shallower first, each in isolation.PROTECTED's order.
+local PROTECT_PINS = { ".git", ".claude" }
+local PROTECT_DEFAULT = { ".git/hooks", ".git/config", ".git/info", ".git/commondir", ".gitmodules", ".vscode",
+  ".idea", ".claude/settings.json", ".claude/settings.local.json", ".claude/commands", ".claude/agents",
+  ".mcp.json", ".codex", ".gemini" }
+
+local function protect_bwrap(w)
+  local out = {}
+  for _, p in ipairs(PROTECT_PINS) do
+    for _, e in ipairs({ "--bind-try", w .. "/" .. p, w .. "/" .. p }) do out[#out + 1] = e end
+  end
+  for depth = 0, 1 do
+    for _, p in ipairs(PROTECT_DEFAULT) do
+      if select(2, p:gsub("/", "")) == depth then
+        for _, e in ipairs({ "--ro-bind-try", w .. "/" .. p, w .. "/" .. p }) do out[#out + 1] = e end
+      end
+    end
+  end
+  return out
+end
+
+local function protect_docker(w)
+  local out = {}
+  for _, p in ipairs(PROTECT_PINS) do
+    out[#out + 1] = "-v"
+    out[#out + 1] = w .. "/" .. p .. ":" .. w .. "/" .. p
+  end
+  for _, p in ipairs(PROTECT_DEFAULT) do
+    out[#out + 1] = "-v"
+    out[#out + 1] = w .. "/" .. p .. ":" .. w .. "/" .. p .. ":ro"
+  end
+  return out
+end
+
 local function agent_bwrap(agent)
   local out = {}
   for _, p in ipairs(AGENT_BINDS[agent]) do
     out[#out + 1] = "--bind-try"
     out[#out + 1] = p
     out[#out + 1] = p
+  end
+  for _, p in ipairs(AGENT_RO[agent]) do
+    out[#out + 1] = "--ro-bind-try"
+    out[#out + 1] = AGENT_DIR[agent] .. p
+    out[#out + 1] = AGENT_DIR[agent] .. p
   end
   return out
 end
@@ -75,7 +124,7 @@ describe("bwrap_argv", function()
         config = { mode = "bwrap" }, agent = agent, workdir = "/srv/project", command = "run --it",
       }))
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
-        { "--bind", "/srv/project", "/srv/project", "--chdir", "/srv/project" },
+        { "--bind", "/srv/project", "/srv/project" }, protect_bwrap("/srv/project"), { "--chdir", "/srv/project" },
         CAPS, UNSHARE, { "--", "bash", "-c", "run --it" }), argv)
     end)
 
@@ -86,8 +135,9 @@ describe("bwrap_argv", function()
       }))
       local script = argv[#argv - 2]
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
-        { "--bind", "/srv/project", "/srv/project", "--bind", "/var/lib/lectern/s1.sock", SOCK,
-          "--chdir", "/srv/project", "--cap-drop", "ALL", "--unshare-net" },
+        { "--bind", "/srv/project", "/srv/project" }, protect_bwrap("/srv/project"),
+        { "--bind", "/var/lib/lectern/s1.sock", SOCK, "--chdir", "/srv/project", "--cap-drop", "ALL",
+          "--unshare-net" },
         UNSHARE, { "--", "bash", "-c", script, "bash", "run --it" }), argv)
       -- listening address first, then the socket
       assert.truthy(script:find("socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:" .. SOCK, 1, true))
@@ -414,7 +464,7 @@ describe("docker_argv", function()
         assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" }, DOCKER_PRIVS,
           network == "deny" and { "--network", "none" } or {},
           { "-v", "/srv/p:/srv/p", "-w", "/srv/p" }, agent_docker(agent),
-          { "-e", "HOME=$HOME", "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
+          { "-e", "HOME=$HOME" }, protect_docker("/srv/p"), { "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
       end)
     end
   end
@@ -424,15 +474,15 @@ describe("docker_argv", function()
       config = { mode = "docker", docker_image = "ghcr.io/example/agent:1" }, workdir = "/srv/p", command = "c",
       tty = false, binds = { "$HOME/.npm", "/data" }, ro_binds = { "/opt/ref" }, ca_cert = "/etc/ca.pem",
     }))
-    assert.are.same({ "docker", "run", "--rm", "-i", "--user", "$(id -u):$(id -g)",
+    assert.are.same(concat({ "docker", "run", "--rm", "-i", "--user", "$(id -u):$(id -g)",
       "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
       "-v", "/srv/p:/srv/p", "-w", "/srv/p", "-e", "HOME=$HOME",
       "-v", "$HOME/.npm:$HOME/.npm", "-v", "/data:/data", "-v", "/opt/ref:/opt/ref:ro",
       "-v", "/etc/ca.pem:/etc/ca.pem:ro",
       "-e", "SSL_CERT_FILE=/etc/ca.pem", "-e", "NODE_EXTRA_CA_CERTS=/etc/ca.pem",
       "-e", "REQUESTS_CA_BUNDLE=/etc/ca.pem", "-e", "GIT_SSL_CAINFO=/etc/ca.pem",
-      "-e", "CARGO_HTTP_CAINFO=/etc/ca.pem", "-e", "CURL_CA_BUNDLE=/etc/ca.pem",
-      "ghcr.io/example/agent:1", "bash", "-c", "c" }, argv)
+      "-e", "CARGO_HTTP_CAINFO=/etc/ca.pem", "-e", "CURL_CA_BUNDLE=/etc/ca.pem" }, protect_docker("/srv/p"),
+      { "ghcr.io/example/agent:1", "bash", "-c", "c" }), argv)
   end)
 
   it("refuses a mount point given twice (docker would), naming both", function()

@@ -74,7 +74,8 @@ end
 
 local UID, GID
 
-local MOUNT_FLAG = { ["--bind"] = true, ["--ro-bind"] = true, ["--bind-try"] = true, ["--tmpfs"] = true }
+local MOUNT_FLAG = { ["--bind"] = true, ["--ro-bind"] = true, ["--bind-try"] = true, ["--ro-bind-try"] = true,
+  ["--tmpfs"] = true }
 
 -- The argv the shell should produce: builder tokens expanded, nothing else.
 local function expected(argv, home)

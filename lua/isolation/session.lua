@@ -15,6 +15,7 @@ local uv = require("luv")
 local cjson = require("cjson")
 local isolation = require("isolation")
 local policy = require("isolation.policy")
+local protect = require("isolation.protect")
 
 local M = {}
 
@@ -324,7 +325,7 @@ local function is_local(target)
 end
 
 local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_binds", "ca_cert",
-  "bridge", "bridge_path", "tty" }
+  "bridge", "bridge_path", "tty", "protect", "agent_config" }
 
 -- Resolves the isolation and the launch configuration of a launch request.
 local function resolve(req)
@@ -369,8 +370,16 @@ function Manager:_teardown(s, reason)
   s.proxy = nil
   if p then pcall(p.close, p) end
   remove_socket_after_close(s.proxy_socket)
+  local moved
+  if s._protect_watch then
+    local failed, lines
+    moved, failed, lines = protect.check(s._protect_watch)
+    s._protect_watch = nil
+    for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
+    s.protect_moved, s.protect_failed = moved, failed
+  end
   if self._on_end then
-    local ok, err = pcall(self._on_end, s, reason)
+    local ok, err = pcall(self._on_end, s, reason, moved)
     if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
   end
   return true
@@ -421,6 +430,15 @@ function Manager:launch(req)
     spec.seccomp_file, err = ensure_filter(self.runtime_dir)
     if not spec.seccomp_file then return nil, err end
   end
+  -- Protected paths: what only the file system knows is added here, and
+  -- only where the line runs on this machine (an ssh target's files are
+  -- not ours to look at: the binds still hold there, the end check not).
+  local watch
+  if is_local(target) and cfg.mode ~= "none" then
+    for _, w in ipairs(protect.prepare(spec)) do self:_log("isolation: session " .. show(id) .. ": " .. w) end
+    watch, err = protect.watch(spec)
+    if not watch then return nil, err end
+  end
   -- wrap() is pure: build the command line before anything starts.
   local cmdline
   cmdline, err = call(isolation.wrap, spec)
@@ -429,6 +447,7 @@ function Manager:launch(req)
   local s = {
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
     isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
+    _protect_watch = watch,
   }
   if uses_proxy then
     local p
@@ -452,6 +471,10 @@ function Manager:launch(req)
     s.proxy = nil
     if p then pcall(p.close, p) end
     remove_socket_after_close(s.proxy_socket)
+    if watch then -- a launcher may fail after it started something
+      local _, _, lines = protect.check(watch)
+      for _, l in ipairs(lines) do self:_log("isolation: session " .. show(id) .. ": " .. l) end
+    end
     return nil, "isolation: launch of session " .. show(id) .. " failed: " .. why
   end
   s.handle = handle
