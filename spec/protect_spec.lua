@@ -10,6 +10,10 @@ local support = require("support.launch")
 
 local q = helpers.shquote
 
+local function uv_lstat(path)
+  return require("luv").fs_lstat(path)
+end
+
 local function index_of(t, v, from)
   for i = from or 1, #t do
     if t[i] == v then return i end
@@ -190,7 +194,7 @@ describe("protect in a real bwrap sandbox", function()
     local spec = { config = { mode = "bwrap", network = "allow" }, workdir = work,
       command = "export " .. GIT:gsub(" git$", "") .. "; " .. cmd }
     for k, v in pairs(extra or {}) do spec[k] = v end
-    protect.prepare(spec)
+    assert(protect.prepare(spec, home))
     local watch = assert(isolation.protect_watch(spec, home))
     local line = assert(isolation.wrap(spec))
     local code, out, err = support.run_line("cd " .. q(work) .. " && " .. line, home)
@@ -253,6 +257,40 @@ describe("protect in a real bwrap sandbox", function()
       assert.is_nil(helpers.read(T .. "/work2/.vscode/tasks.json"))
     end)
   end
+
+  it("as an ordinary user: unshare -Urm, then umount, umount -l, a non-recursive rebind, a remount rw", function()
+    local probe = helpers.run("[ \"$(id -u)\" = 0 ] && command -v runuser >/dev/null"
+      .. " && runuser -u nobody -- unshare -Ur true")
+    if probe ~= 0 then
+      pending("needs root (to become nobody) and unprivileged user namespaces")
+      return
+    end
+    local dir = helpers.tmpdir()
+    sh("chmod 755 " .. q(dir) .. " && mkdir -p " .. q(dir .. "/home") .. " && cd " .. q(dir)
+      .. " && git init -q r && chown -R nobody " .. q(dir))
+    local r = dir .. "/r"
+    helpers.write(r .. "/try.sh", [[
+unshare -Urm sh -c '
+  umount "$1/.git/hooks" 2>/dev/null; echo "umount:$?"
+  umount -l "$1/.git/config" 2>/dev/null; echo "lazy:$?"
+  mkdir -p /tmp/m && mount --bind "$1" /tmp/m 2>/dev/null; echo "bind:$?"
+  mount -o remount,rw,bind "$1/.git/hooks" 2>/dev/null; echo "remount:$?"
+  echo evil > "$1/.git/hooks/post-checkout"; echo evil > /tmp/m/.git/hooks/post-checkout
+  echo evil >> "$1/.git/config"
+' sh "$PWD" 2>/dev/null
+]])
+    local config = helpers.read(r .. "/.git/config")
+    local spec = { config = { mode = "bwrap", network = "allow" }, workdir = r, command = "sh try.sh" }
+    local line = assert(isolation.wrap(spec))
+    local _, out, err = helpers.run("cd " .. q(r) .. " && runuser -u nobody -- env HOME=" .. q(dir .. "/home")
+      .. " sh -c " .. q(line))
+    for _, step in ipairs({ "umount", "lazy", "bind", "remount" }) do
+      assert.matches(step .. ":[1-9]", out, nil, false, err .. out) -- it ran, and failed
+    end
+    assert.is_nil(helpers.read(r .. "/.git/hooks/post-checkout"))
+    assert.are.equal(config, helpers.read(r .. "/.git/config"))
+    helpers.rmtree(dir)
+  end)
 
   it("the attack is real: with protect = {} the same write reaches the host", function()
     fresh_repo()
@@ -403,6 +441,50 @@ describe("protect in a real bwrap sandbox", function()
     mgr:close()
   end)
 
+  it("a symlinked protected path: the target inside the workdir is read-only, a replaced link moved aside;"
+    .. " a target the sandbox does not show is refused before the launch", function()
+    fresh_repo()
+    sh("cd " .. q(work) .. " && mkdir -p shared && mv .vscode shared/vscode && ln -s shared/vscode .vscode")
+    local _, _, _, moved = attack("echo evil > shared/vscode/tasks.json; echo evil > .vscode/tasks.json;"
+      .. " rm .vscode && mkdir .vscode && echo evil > .vscode/tasks.json")
+    assert.are.equal("{}\n", helpers.read(work .. "/shared/vscode/tasks.json"))
+    assert.are.equal(1, #moved)
+    assert.are.equal(work .. "/.vscode", moved[1].path)
+    assert.is_nil(helpers.read(work .. "/.vscode/tasks.json"))
+    helpers.write(T .. "/elsewhere.json", "{}\n")
+    sh("cd " .. q(work) .. " && rm -f .mcp.json && ln -s " .. q(T .. "/elsewhere.json") .. " .mcp.json")
+    local ok, err = protect.prepare({ config = { mode = "bwrap" }, workdir = work, command = "true" }, home)
+    assert.is_nil(ok)
+    assert.matches("%.mcp%.json is a symlink to .*, which the sandbox does not show", err)
+    assert.truthy(protect.prepare({ config = { mode = "bwrap" }, workdir = work, command = "true",
+      ro_binds = { T } }, home))
+  end)
+
+  it("a linked worktree outside the workdir: its commondir (which names its config and hooks) is protected", function()
+    fresh_repo()
+    sh("cd " .. q(work) .. " && git worktree add -q " .. q(T .. "/linked") .. " 2>/dev/null")
+    local extra = isolation.protect_git(work)
+    assert.truthy(index_of(extra, ".git/worktrees/linked/commondir"))
+    local before = helpers.read(work .. "/.git/worktrees/linked/commondir")
+    attack("mkdir -p evil && cp -r .git/config .git/objects .git/refs .git/HEAD evil/ 2>/dev/null;"
+      .. " echo " .. q(work .. "/evil") .. " > .git/worktrees/linked/commondir;"
+      .. " echo '[core] fsmonitor = x' > .git/worktrees/linked/config.worktree")
+    assert.are.equal(before, helpers.read(work .. "/.git/worktrees/linked/commondir"))
+    -- config.worktree did not exist: created inside, moved aside at the end
+    assert.is_nil(helpers.read(work .. "/.git/worktrees/linked/config.worktree"))
+  end)
+
+  it("a workdir that is not a repository: a .git made inside keeps no config or hooks on the host", function()
+    helpers.rmtree(work)
+    sh("mkdir -p " .. q(work))
+    local _, _, _, moved = attack("git init -q . && git config core.fsmonitor 'touch pwned'"
+      .. " && echo evil > .git/hooks/post-checkout")
+    assert.is_nil(helpers.read(work .. "/.git/config"))
+    assert.is_nil(helpers.read(work .. "/.git/hooks/post-checkout"))
+    assert.truthy(#moved >= 2)
+    sh("cd " .. q(work) .. " && test -z \"$(git config core.fsmonitor)\"")
+  end)
+
   describe("the agent's own config (throwaway HOME)", function()
     local function fresh_home()
       helpers.rmtree(home)
@@ -449,6 +531,31 @@ describe("protect in a real bwrap sandbox", function()
         end
       end)
     end
+
+    it("a symlinked settings.json: inside ~/.claude its target is read-only and a replaced link is moved"
+      .. " aside; pointing outside (dotfiles), the launch is refused with what to do", function()
+      fresh_repo()
+      fresh_home()
+      sh("cd " .. q(home .. "/.claude") .. " && mkdir -p settings.d && mv settings.json settings.d/s.json"
+        .. " && ln -s settings.d/s.json settings.json")
+      local _, _, _, moved = attack("echo evil > ~/.claude/settings.d/s.json; rm ~/.claude/settings.json &&"
+        .. " echo evil > ~/.claude/settings.json", { agent = "claude" })
+      assert.are.equal('{"hooks":{}}\n', helpers.read(home .. "/.claude/settings.d/s.json"))
+      assert.are.equal(1, #moved)
+      assert.are.equal("symlink:settings.d/s.json", moved[1].was)
+      assert.is_nil(uv_lstat(home .. "/.claude/settings.json"))
+      fresh_home()
+      sh("mkdir -p " .. q(home .. "/dotfiles") .. " && mv " .. q(home .. "/.claude/settings.json") .. " "
+        .. q(home .. "/dotfiles/") .. " && ln -s ../dotfiles/settings.json " .. q(home .. "/.claude/settings.json"))
+      local spec = { config = { mode = "bwrap", network = "allow" }, workdir = work, command = "true",
+        agent = "claude" }
+      local ok, err = protect.prepare(spec, home)
+      assert.is_nil(ok)
+      assert.matches("is a symlink to .*dotfiles/settings.json, which the sandbox does not show", err)
+      assert.matches('agent_config = "read%-only"', err)
+      spec.agent_config = "read-only"
+      assert.truthy(protect.prepare(spec, home))
+    end)
 
     it("creating a missing part that names commands (~/.claude/agents) is moved aside at the end", function()
       fresh_repo()

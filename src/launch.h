@@ -40,8 +40,8 @@ void launch_push_display(lua_State *L, const char *s);
 
 #define LAUNCH_MAX_BINDS 128
 /* protect: paths given, and the parent directories they pin */
-#define LAUNCH_MAX_PROTECT 64
-#define LAUNCH_MAX_PINS 128
+#define LAUNCH_MAX_PROTECT 256
+#define LAUNCH_MAX_PINS 256
 #define DEFAULT_PROXY_PORT 3128
 /* seccomp_fd: 0, 1 and 2 are the terminal; bwrap's own limit is an int */
 #define SECCOMP_FD_MIN 3

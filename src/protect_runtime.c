@@ -5,7 +5,8 @@
  *   isolation.PROTECTED, isolation.AGENT_PROTECTED: the lists.
  *   isolation.protect_git(workdir) -> extra paths relative to the workdir:
  *     the real hooks and config of a .git file (worktree, submodule) and of
- *     the submodules under .git/modules, when they are inside the workdir.
+ *     the submodules under .git/modules, when they are inside the workdir,
+ *     and what redirects the linked worktrees' git (.git/worktrees/N).
  *   isolation.protect_watch(spec [, home]) -> watch: the state, before the
  *     launch, of each protected path and each directory above it.
  *   isolation.protect_check(watch, stamp) -> moved, failed: after the
@@ -327,6 +328,29 @@ static void add_modules(lua_State *L, int out, const char *workdir,
     closedir(d);
 }
 
+/*
+ * The git dirs of linked worktrees, .git/worktrees/N: git run in such a
+ * worktree (often outside the workdir) reads N/commondir to find the config
+ * and hooks it uses, and N/config.worktree when the config enables it.
+ */
+static void add_worktrees(lua_State *L, int out, const char *workdir)
+{
+    luaL_checkstack(L, 8, "git worktrees");
+    DIR *d = opendir(lua_pushfstring(L, "%s/.git/worktrees", workdir));
+    lua_pop(L, 1);
+    if (!d)
+        return;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        lua_pushfstring(L, ".git/worktrees/%s/commondir", de->d_name);
+        lua_rawseti(L, out, (lua_Integer)lua_rawlen(L, out) + 1);
+        lua_pushfstring(L, ".git/worktrees/%s/config.worktree", de->d_name);
+        lua_rawseti(L, out, (lua_Integer)lua_rawlen(L, out) + 1);
+    }
+    closedir(d);
+}
+
 static int done(lua_State *L, int out)
 {
     lua_settop(L, out);
@@ -347,6 +371,7 @@ static int l_protect_git(lua_State *L)
         return done(L, out);
     if (S_ISDIR(st.st_mode)) {
         add_modules(L, out, real_workdir, ".git", 0);
+        add_worktrees(L, out, real_workdir);
         return done(L, out);
     }
     if (!S_ISREG(st.st_mode))

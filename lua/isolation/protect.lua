@@ -17,13 +17,46 @@ local function copy(list)
   return out
 end
 
+local function inside(path, dir)
+  return path == dir or path:sub(1, #dir + 1) == dir .. "/"
+end
+
+-- The directories a symlinked protected path may point into: bwrap binds
+-- the link's target in place only when the sandbox shows it somewhere.
+local function visible_dirs(spec, holder)
+  local out = { uv.fs_realpath(holder) or holder }
+  for _, key in ipairs({ "binds", "ro_binds" }) do
+    for _, b in ipairs(type(spec[key]) == "table" and spec[key] or {}) do
+      if type(b) == "string" and b:sub(1, 1) == "/" then out[#out + 1] = uv.fs_realpath(b) or b end
+    end
+  end
+  return out
+end
+
+-- nil, or why the symlink at path (a protected path) cannot be protected.
+local function symlink_problem(spec, path, holder, fix)
+  local st = uv.fs_lstat(path)
+  if not (st and st.type == "link") then return nil end
+  local target = uv.fs_realpath(path)
+  -- dangling: bwrap skips it (a missing source), the end check watches it
+  if not target then return nil end
+  for _, d in ipairs(visible_dirs(spec, holder)) do
+    if inside(target, d) then return nil end
+  end
+  return "isolation: protect: " .. path .. " is a symlink to " .. target
+    .. ", which the sandbox does not show: it cannot be bound read-only in place (bwrap would refuse the "
+    .. "launch) and the link could be replaced from inside; " .. fix
+end
+
 --- Sets spec.protect to the run-time list: the caller's (or
 --- isolation.PROTECTED), plus isolation.protect_git(workdir) unless the
 --- list is empty (protect = {} turns protection off); for docker only the
 --- paths (and their parents) that exist now. Returns an array of warning
---- lines (a protected path reached through a symlink is protected only
---- where the link points inside the workdir, and not checked at the end).
-function M.prepare(spec)
+--- lines (a protected path that is a symlink: its target is protected in
+--- place, the link itself only by the end check), or nil, err for a
+--- symlink whose target the sandbox does not show (with `home`, the same
+--- for the agent's own config).
+function M.prepare(spec, home)
   local cfg = spec.config or {}
   if cfg.mode == "none" or type(spec.workdir) ~= "string" then return {} end
   local list = spec.protect
@@ -49,9 +82,12 @@ function M.prepare(spec)
       local _
       st, _, code = uv.fs_lstat(path)
     end
-    if st and st.type == "link" then
-      warnings[#warnings + 1] = "protect: " .. path .. " is a symlink: what it points to is read-only only "
-        .. "when it is inside the workdir, and the link is not checked when the session ends"
+    if st and st.type == "link" and cfg.mode ~= "docker" then
+      local err = symlink_problem(spec, path, spec.workdir, "bind its target with ro_binds, replace the link by "
+        .. "the file, or leave the path out of protect")
+      if err then return nil, err end
+      warnings[#warnings + 1] = "protect: " .. path .. " is a symlink: its target is read-only in place; the "
+        .. "link itself can be replaced inside, and is moved aside at the end if it was"
     end
     -- Below a file (.git/hooks when .git is a worktree's pointer file)
     -- nothing can be bound: bwrap's -try tolerates only a missing source.
@@ -60,6 +96,16 @@ function M.prepare(spec)
     if code ~= "ENOTDIR" and (cfg.mode ~= "docker" or type(p) ~= "string" or st) then kept[#kept + 1] = p end
   end
   spec.protect = kept
+  local agent = isolation.AGENT_PROTECTED[spec.agent or ""]
+  if agent and home and cfg.mode == "bwrap" and spec.agent_config ~= "read-only" then
+    for _, p in ipairs(agent) do
+      local path = home .. p:sub(#"$HOME" + 1)
+      local holder = home .. "/" .. p:match("^%$HOME/([^/]+)")
+      local err = symlink_problem({}, path, holder, 'replace the link by the file, or use agent_config = '
+        .. '"read-only" (--agent-config read-only)')
+      if err then return nil, err end
+    end
+  end
   return warnings
 end
 

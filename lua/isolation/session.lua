@@ -435,7 +435,10 @@ function Manager:launch(req)
   -- not ours to look at: the binds still hold there, the end check not).
   local watch
   if is_local(target) and cfg.mode ~= "none" then
-    for _, w in ipairs(protect.prepare(spec)) do self:_log("isolation: session " .. show(id) .. ": " .. w) end
+    local warnings
+    warnings, err = protect.prepare(spec, os.getenv("HOME"))
+    if not warnings then return nil, err end
+    for _, w in ipairs(warnings) do self:_log("isolation: session " .. show(id) .. ": " .. w) end
     watch, err = protect.watch(spec)
     if not watch then return nil, err end
   end
