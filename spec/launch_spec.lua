@@ -63,7 +63,8 @@ local AGENT_DIR = { claude = "$HOME/.claude/", codex = "$HOME/.codex/", gemini =
 local PROTECT_PINS = { ".git", ".claude" }
 local PROTECT_DEFAULT = { ".git/hooks", ".git/config", ".git/info", ".git/commondir", ".gitmodules", ".vscode",
   ".idea", ".claude/settings.json", ".claude/settings.local.json", ".claude/commands", ".claude/agents",
-  ".mcp.json", ".codex", ".gemini" }
+  ".claude/hooks", ".claude/skills", ".mcp.json", ".codex", ".gemini", ".cursor", ".devcontainer",
+  ".pre-commit-config.yaml", ".husky", "lefthook.yml", ".lefthook.yml" }
 
 local function protect_bwrap(w)
   local out = {}

@@ -460,6 +460,22 @@ unshare -Urm sh -c '
       ro_binds = { T } }, home))
   end)
 
+  it("core.hooksPath inside the workdir (.githooks, .husky/_): protected, and its creation checked", function()
+    fresh_repo()
+    sh("cd " .. q(work) .. " && git config core.hooksPath .githooks && mkdir .githooks"
+      .. " && printf '#!/bin/sh\\n' > .githooks/pre-commit")
+    assert.truthy(index_of(isolation.protect_git(work), ".githooks"))
+    local before = helpers.read(work .. "/.githooks/pre-commit")
+    attack("echo evil >> .githooks/pre-commit; echo evil > .githooks/post-checkout")
+    assert.are.equal(before, helpers.read(work .. "/.githooks/pre-commit"))
+    assert.is_nil(helpers.read(work .. "/.githooks/post-checkout"))
+    sh("cd " .. q(work) .. " && rm -rf .githooks && git config core.hooksPath 'hooks dir/'")
+    assert.truthy(index_of(isolation.protect_git(work), "hooks dir"))
+    local _, _, _, moved = attack("mkdir -p 'hooks dir' && echo evil > 'hooks dir/pre-commit'")
+    assert.are.equal(1, #moved)
+    assert.are.equal(work .. "/hooks dir", moved[1].path)
+  end)
+
   it("a linked worktree outside the workdir: its commondir (which names its config and hooks) is protected", function()
     fresh_repo()
     sh("cd " .. q(work) .. " && git worktree add -q " .. q(T .. "/linked") .. " 2>/dev/null")

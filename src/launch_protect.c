@@ -29,9 +29,17 @@ const char *const launch_protected_default[] = {
     ".claude/settings.local.json",
     ".claude/commands",
     ".claude/agents",
+    ".claude/hooks", /* the scripts project hooks run */
+    ".claude/skills",
     ".mcp.json",
     ".codex",
     ".gemini",
+    ".cursor",       /* .cursor/mcp.json starts servers */
+    ".devcontainer", /* initializeCommand runs on the host */
+    ".pre-commit-config.yaml",
+    ".husky",
+    "lefthook.yml",
+    ".lefthook.yml", /* what the installed git hook runs */
     NULL};
 
 /*

@@ -351,6 +351,86 @@ static void add_worktrees(lua_State *L, int out, const char *workdir)
     closedir(d);
 }
 
+/*
+ * A relative path without . or .. components (not there yet: its creation
+ * is what the end check must see), with one trailing slash dropped.
+ */
+static bool push_plain_relative(lua_State *L, const char *v)
+{
+    size_t n = strlen(v);
+    if (n > 1 && v[n - 1] == '/')
+        n--;
+    if (v[0] == '/' || v[0] == '~' || n == 0)
+        return false;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && v[j] != '/')
+            j++;
+        size_t c = j - i;
+        if (c == 0 || (c == 1 && v[i] == '.') ||
+            (c == 2 && v[i] == '.' && v[i + 1] == '.'))
+            return false;
+        i = j + 1;
+    }
+    lua_pushlstring(L, v, n);
+    return true;
+}
+
+/* Lowercased, trimmed copy of [b, e) into out (size n). */
+static void lower_trim(char *out, size_t n, const char *b, const char *e)
+{
+    while (b < e && (*b == ' ' || *b == '\t'))
+        b++;
+    while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+        e--;
+    size_t k = 0;
+    for (; b < e && k + 1 < n; b++)
+        out[k++] = (char)(*b >= 'A' && *b <= 'Z' ? *b + 32 : *b);
+    out[k] = '\0';
+}
+
+/*
+ * core.hooksPath of the git config at path, when it names a directory
+ * inside the workdir (git runs the hooks there: a .githooks or .husky in
+ * the worktree, writable unless protected). Includes are not followed.
+ */
+static void add_hooks_path(lua_State *L, int out, const char *real_workdir,
+                           const char *config)
+{
+    FILE *f = fopen(config, "re");
+    if (!f)
+        return;
+    char line[PATH_MAX], section[64] = "", key[64];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *b = line + strspn(line, " \t");
+        if (*b == '[') {
+            char *e = b + 1 + strcspn(b + 1, "] \t\"");
+            lower_trim(section, sizeof section, b + 1, e);
+            continue;
+        }
+        char *eq = strchr(b, '=');
+        if (!eq || strcmp(section, "core") != 0)
+            continue;
+        lower_trim(key, sizeof key, b, eq);
+        if (strcmp(key, "hookspath") != 0)
+            continue;
+        char *v = eq + 1 + strspn(eq + 1, " \t");
+        size_t vl = strcspn(v, "#;\r");
+        while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+            vl--;
+        if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
+            v++;
+            vl -= 2;
+        }
+        v[vl] = '\0';
+        if (v[0] && (push_inside(L, real_workdir, real_workdir, v) ||
+                     push_plain_relative(L, v)))
+            lua_rawseti(L, out, (lua_Integer)lua_rawlen(L, out) + 1);
+    }
+    fclose(f);
+}
+
 static int done(lua_State *L, int out)
 {
     lua_settop(L, out);
@@ -372,6 +452,8 @@ static int l_protect_git(lua_State *L)
     if (S_ISDIR(st.st_mode)) {
         add_modules(L, out, real_workdir, ".git", 0);
         add_worktrees(L, out, real_workdir);
+        add_hooks_path(L, out, real_workdir,
+                       lua_pushfstring(L, "%s/config", dotgit));
         return done(L, out);
     }
     if (!S_ISREG(st.st_mode))
@@ -390,6 +472,7 @@ static int l_protect_git(lua_State *L)
     const char *cpath =
         lua_pushfstring(L, "%s/%s/commondir", real_workdir, gitdir);
     const char *gdir = lua_pushfstring(L, "%s/%s", real_workdir, gitdir);
+    add_hooks_path(L, out, real_workdir, lua_pushfstring(L, "%s/config", gdir));
     if (read_gitdir(L, cpath, "") &&
         push_inside(L, real_workdir, gdir, lua_tostring(L, -1)))
         add_git_dir(L, out, lua_tostring(L, -1));

@@ -119,7 +119,10 @@ end
 --- protected place. Returns moved, failed (arrays of {path, was, now,
 --- moved_to | error}) and the lines that report them.
 function M.check(watch)
-  local moved, failed = isolation.protect_check(watch, os.date("!%Y%m%dT%H%M%SZ"))
+  -- the time, and a part the sandbox cannot guess: it could otherwise take
+  -- every name the check would try (the check then fails loudly, below)
+  local stamp = os.date("!%Y%m%dT%H%M%SZ") .. string.format("-%04x", math.random(0, 0xffff))
+  local moved, failed = isolation.protect_check(watch, stamp)
   local lines = {}
   for _, m in ipairs(moved) do
     lines[#lines + 1] = string.format("protect: %s was created or replaced inside the sandbox (%s before, %s "
