@@ -501,6 +501,23 @@ unshare -Urm sh -c '
     sh("cd " .. q(work) .. " && test -z \"$(git config core.fsmonitor)\"")
   end)
 
+  it("the session manager, docker on a remote target: no protected path docker would create there", function()
+    local session = require("isolation.session")
+    local dir = T .. "/run2"
+    sh("mkdir -p " .. q(dir) .. " && chmod 700 " .. q(dir))
+    local logged, line = {}, nil
+    local mgr = assert(session.manager({ runtime_dir = dir, launcher = function(l) line = l; return {} end,
+      log = function(l) logged[#logged + 1] = l end }))
+    assert(mgr:launch({ id = "d1", workdir = "/srv/w", isolation = { mode = "docker", network = "allow" },
+      command = "true", target = { kind = "ssh", host = "u@h.example.net" } }))
+    assert.is_nil(line:find(".git/hooks", 1, true))
+    assert.matches("protect: not applied: docker on a remote target", table.concat(logged, "\n"))
+    assert(mgr:launch({ id = "d2", workdir = "/srv/w", isolation = { mode = "docker", network = "allow" },
+      command = "true", target = { kind = "ssh", host = "u@h.example.net" }, protect = { ".git/hooks" } }))
+    assert.truthy(line:find("/srv/w/.git/hooks:/srv/w/.git/hooks:ro", 1, true))
+    mgr:close()
+  end)
+
   describe("the agent's own config (throwaway HOME)", function()
     local function fresh_home()
       helpers.rmtree(home)

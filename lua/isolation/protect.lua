@@ -58,7 +58,7 @@ end
 --- for the agent's own config).
 function M.prepare(spec, home)
   local cfg = spec.config or {}
-  if cfg.mode == "none" or type(spec.workdir) ~= "string" then return {} end
+  if (cfg.mode ~= "bwrap" and cfg.mode ~= "docker") or type(spec.workdir) ~= "string" then return {} end
   local list = spec.protect
   if list == nil then list = isolation.PROTECTED end
   if type(list) ~= "table" then return {} end -- the builder names the error

@@ -434,13 +434,20 @@ function Manager:launch(req)
   -- only where the line runs on this machine (an ssh target's files are
   -- not ours to look at: the binds still hold there, the end check not).
   local watch
-  if is_local(target) and cfg.mode ~= "none" then
+  if is_local(target) and (cfg.mode == "bwrap" or cfg.mode == "docker") then
     local warnings
     warnings, err = protect.prepare(spec, os.getenv("HOME"))
     if not warnings then return nil, err end
     for _, w in ipairs(warnings) do self:_log("isolation: session " .. show(id) .. ": " .. w) end
     watch, err = protect.watch(spec)
     if not watch then return nil, err end
+  elseif cfg.mode == "docker" and spec.protect == nil then
+    -- docker would create each missing protected path on the target as a
+    -- root-owned directory (.git/commondir as a directory breaks git), and
+    -- which exist there cannot be known from here
+    spec.protect = {}
+    self:_log("isolation: session " .. show(id) .. ": protect: not applied: docker on a remote target "
+      .. "creates a missing protected path as a directory; pass protect with the paths that exist there")
   end
   -- wrap() is pure: build the command line before anything starts.
   local cmdline
