@@ -86,6 +86,7 @@ static void watch_path(lua_State *L, int watch, const char *base,
     size_t len = strlen(rel);
     if (len >= sizeof buf)
         return;
+    luaL_checkstack(L, 12, "protect_watch");
     for (size_t i = 0; i <= len; i++) {
         if (rel[i] != '/' && rel[i] != '\0')
             continue;
