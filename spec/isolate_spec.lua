@@ -211,6 +211,7 @@ describe("isolate", function()
       assert.are.equal(0, status, err)
       local expected = assert(isolation.docker_argv({
         config = { mode = "docker", network = "deny" }, agent = "codex", workdir = real, command = "true", tty = false,
+        protect = {}, -- docker gets only the protected paths that exist: none in this directory
       }))
       assert.are.same(expected, cjson.decode(out))
     end)

@@ -73,6 +73,38 @@ local function docker_env(agent)
   return out
 end
 
+-- The parts of each agent's config that name commands: read-only inside.
+local AGENT_RO = {
+  claude = { "settings.json", "settings.local.json", "commands", "agents", "hooks", "plugins", "skills" },
+  codex = { "config.toml", "prompts", "rules", "skills" },
+  gemini = { "settings.json", "commands", "extensions", ".env" },
+  aider = {},
+}
+local AGENT_DIR = { claude = "$HOME/.claude/", codex = "$HOME/.codex/", gemini = "$HOME/.gemini/", aider = "" }
+
+-- The default protected paths in the workdir: parents pinned, then the
+-- paths read-only, shallower first, each in isolation.PROTECTED's order.
+local PROTECT_PINS = { ".git", ".claude" }
+local PROTECT_DEFAULT = { ".git/hooks", ".git/config", ".git/info", ".git/commondir", ".gitmodules", ".vscode",
+  ".idea", ".claude/settings.json", ".claude/settings.local.json", ".claude/commands", ".claude/agents",
+  ".claude/hooks", ".claude/skills", ".mcp.json", ".codex", ".gemini", ".cursor", ".devcontainer",
+  ".pre-commit-config.yaml", ".husky", "lefthook.yml", ".lefthook.yml" }
+
+local function protect_bwrap(w)
+  local out = {}
+  for _, p in ipairs(PROTECT_PINS) do
+    for _, e in ipairs({ "--bind-try", w .. "/" .. p, w .. "/" .. p }) do out[#out + 1] = e end
+  end
+  for depth = 0, 1 do
+    for _, p in ipairs(PROTECT_DEFAULT) do
+      if select(2, p:gsub("/", "")) == depth then
+        for _, e in ipairs({ "--ro-bind-try", w .. "/" .. p, w .. "/" .. p }) do out[#out + 1] = e end
+      end
+    end
+  end
+  return out
+end
+
 -- argv() of bwrap runs bwrap behind `env -i ...`: the part from "bwrap" on.
 local function from_bwrap(argv)
   for i, v in ipairs(argv) do
@@ -81,12 +113,30 @@ local function from_bwrap(argv)
   return argv
 end
 
+local function protect_docker(w)
+  local out = {}
+  for _, p in ipairs(PROTECT_PINS) do
+    out[#out + 1] = "-v"
+    out[#out + 1] = w .. "/" .. p .. ":" .. w .. "/" .. p
+  end
+  for _, p in ipairs(PROTECT_DEFAULT) do
+    out[#out + 1] = "-v"
+    out[#out + 1] = w .. "/" .. p .. ":" .. w .. "/" .. p .. ":ro"
+  end
+  return out
+end
+
 local function agent_bwrap(agent)
   local out = {}
   for _, p in ipairs(AGENT_BINDS[agent]) do
     out[#out + 1] = "--bind-try"
     out[#out + 1] = p
     out[#out + 1] = p
+  end
+  for _, p in ipairs(AGENT_RO[agent]) do
+    out[#out + 1] = "--ro-bind-try"
+    out[#out + 1] = AGENT_DIR[agent] .. p
+    out[#out + 1] = AGENT_DIR[agent] .. p
   end
   return out
 end
@@ -107,7 +157,7 @@ describe("bwrap_argv", function()
         config = { mode = "bwrap" }, agent = agent, workdir = "/srv/project", command = "run --it",
       }))
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
-        { "--bind", "/srv/project", "/srv/project", "--chdir", "/srv/project" },
+        { "--bind", "/srv/project", "/srv/project" }, protect_bwrap("/srv/project"), { "--chdir", "/srv/project" },
         CAPS, UNSHARE, { "--", "bash", "-c", "run --it" }), argv)
     end)
 
@@ -118,8 +168,9 @@ describe("bwrap_argv", function()
       }))
       local script = argv[#argv - 2]
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
-        { "--bind", "/srv/project", "/srv/project", "--bind", "/var/lib/lectern/s1.sock", SOCK,
-          "--chdir", "/srv/project", "--cap-drop", "ALL", "--unshare-user", "--disable-userns",
+        { "--bind", "/srv/project", "/srv/project" }, protect_bwrap("/srv/project"),
+        { "--bind", "/var/lib/lectern/s1.sock", SOCK, "--chdir", "/srv/project", "--cap-drop", "ALL",
+          "--unshare-user", "--disable-userns",
           "--unshare-net" },
         UNSHARE, { "--", "bash", "-c", script, "bash", "run --it" }), argv)
       -- listening address first, then the socket
@@ -449,7 +500,8 @@ describe("docker_argv", function()
         assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" }, DOCKER_PRIVS,
           network == "deny" and { "--network", "none" } or {},
           { "-v", "/srv/p:/srv/p", "-w", "/srv/p" }, agent_docker(agent),
-          { "-e", "HOME=$HOME" }, docker_env(agent), { "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
+          { "-e", "HOME=$HOME" }, docker_env(agent), protect_docker("/srv/p"),
+          { "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
       end)
     end
   end
@@ -466,8 +518,8 @@ describe("docker_argv", function()
       "-v", "/etc/ca.pem:/etc/ca.pem:ro",
       "-e", "SSL_CERT_FILE=/etc/ca.pem", "-e", "NODE_EXTRA_CA_CERTS=/etc/ca.pem",
       "-e", "REQUESTS_CA_BUNDLE=/etc/ca.pem", "-e", "GIT_SSL_CAINFO=/etc/ca.pem",
-      "-e", "CARGO_HTTP_CAINFO=/etc/ca.pem", "-e", "CURL_CA_BUNDLE=/etc/ca.pem",
-      "ghcr.io/example/agent:1", "bash", "-c", "c" }), argv)
+      "-e", "CARGO_HTTP_CAINFO=/etc/ca.pem", "-e", "CURL_CA_BUNDLE=/etc/ca.pem" }, protect_docker("/srv/p"),
+      { "ghcr.io/example/agent:1", "bash", "-c", "c" }), argv)
   end)
 
   it("refuses a mount point given twice (docker would), naming both", function()

@@ -95,7 +95,8 @@ end
 
 local UID, GID
 
-local MOUNT_FLAG = { ["--bind"] = true, ["--ro-bind"] = true, ["--bind-try"] = true, ["--tmpfs"] = true }
+local MOUNT_FLAG = { ["--bind"] = true, ["--ro-bind"] = true, ["--bind-try"] = true, ["--ro-bind-try"] = true,
+  ["--tmpfs"] = true }
 
 -- The argv the shell should produce: builder tokens expanded, nothing else.
 -- bwrap's own part, when argv() puts it behind `env -i NAME=...`.

@@ -31,5 +31,6 @@ void isolation_bridge_open(lua_State *L);
 void isolation_seccomp_open(lua_State *L);
 void isolation_selftest_open(lua_State *L);
 void isolation_preflight_open(lua_State *L);
+void isolation_protect_open(lua_State *L);
 
 #endif

@@ -47,6 +47,9 @@ void launch_push_display(lua_State *L, const char *s);
 #define TOKEN_USER_TEXT "$(id -u):$(id -g)"
 
 #define LAUNCH_MAX_BINDS 128
+/* protect: paths given, and the parent directories they pin */
+#define LAUNCH_MAX_PROTECT 256
+#define LAUNCH_MAX_PINS 256
 #define DEFAULT_PROXY_PORT 3128
 /* seccomp_fd: 0, 1 and 2 are the terminal; bwrap's own limit is an int */
 #define SECCOMP_FD_MIN 3
@@ -93,6 +96,14 @@ struct launch_spec {
     const char *env_set_value[LAUNCH_MAX_ENV];
     size_t nenv_set;
     bool env_inherit;
+    /* protect: relative as given, and each joined to the workdir */
+    const char *protect[LAUNCH_MAX_PROTECT];
+    const char *protect_path[LAUNCH_MAX_PROTECT];
+    size_t nprotect;
+    /* workdir/D for each directory D above a protected path, once */
+    const char *pins[LAUNCH_MAX_PINS];
+    size_t npins;
+    bool agent_config_ro; /* agent_config = "read-only" */
 };
 
 /*
@@ -153,7 +164,24 @@ struct mount {
     const char *why;
 };
 
-#define LAUNCH_MAX_MOUNTS (2 * LAUNCH_MAX_BINDS + 40)
+#define LAUNCH_MAX_MOUNTS                                                      \
+    (2 * LAUNCH_MAX_BINDS + LAUNCH_MAX_PROTECT + LAUNCH_MAX_PINS + 64)
+
+/*
+ * launch_protect.c: reads protect and agent_config into s (after workdir);
+ * 1, or 0 with the message pushed.
+ */
+int launch_protect_read(lua_State *L, int idx, int module_idx,
+                        struct launch_spec *s);
+/* The pins (read-write, at their own paths) and the protected paths. */
+size_t launch_protect_pins(const struct launch_spec *s, struct mount *out);
+size_t launch_protect_leaves(const struct launch_spec *s, struct mount *out);
+/* The agent's config binds, then its read-only parts inside them. */
+size_t launch_agent_mounts(const struct launch_spec *s, struct mount *out);
+/* The agent's parts that configure commands ("$HOME/..."), NULL-ended. */
+const char *const *launch_agent_protected(const char *agent);
+/* isolation.PROTECTED's built-in value, NULL-terminated. */
+extern const char *const launch_protected_default[];
 
 /* The bwrap mounts in the order they are given to bwrap. */
 size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out);
@@ -188,6 +216,13 @@ void argv_add(struct argv_buf *b, const char *s);
 /* Appends the string on top of the stack and pops it. */
 void argv_add_top(struct argv_buf *b);
 void argv_add_path(struct argv_buf *b, const char *path);
+
+/* launch_protect.c: protect's pins and read-only paths as docker -v. */
+void launch_docker_protect(struct argv_buf *b, const struct launch_spec *s);
+
+/* launch_protect.c: dry_run's protected paths section. */
+void launch_protect_describe(luaL_Buffer *b, lua_State *L,
+                             const struct launch_spec *s);
 
 /* Replaces the markers in the internal argv at idx, in place. */
 void launch_argv_publish(lua_State *L, int idx);

@@ -76,7 +76,8 @@ static bool must_precede(const struct mount *a, size_t ia,
             return ia < ib;
         return at_or_above(pa, pb);
     }
-    return a->kind == MOUNT_RW && b->kind == MOUNT_RO;
+    return (a->kind == MOUNT_RW || a->kind == MOUNT_RW_TRY) &&
+           (b->kind == MOUNT_RO || b->kind == MOUNT_RO_TRY);
 }
 
 /*
@@ -135,18 +136,23 @@ static void add(struct mount *out, size_t *n, enum mount_kind kind,
     (*n)++;
 }
 
-/* The caller's mounts, in the given order: workdir, binds, ro_binds, ca_cert.
+/*
+ * The caller's mounts, in the given order: workdir, protect's pins, binds,
+ * ro_binds, ca_cert, the protected paths (last: at the same path as a bind,
+ * the read-only one wins).
  */
 static size_t user_mounts(const struct launch_spec *s, struct mount *out)
 {
     size_t n = 0;
     add(out, &n, MOUNT_RW, s->workdir, "workdir, start directory");
+    n += launch_protect_pins(s, out + n);
     for (size_t i = 0; i < s->nbinds; i++)
         add(out, &n, MOUNT_RW, s->binds[i], "binds");
     for (size_t i = 0; i < s->nro_binds; i++)
         add(out, &n, MOUNT_RO, s->ro_binds[i], "ro_binds");
     if (s->ca_cert)
         add(out, &n, MOUNT_RO, s->ca_cert, "ca_cert, single file");
+    n += launch_protect_leaves(s, out + n);
     return n;
 }
 
@@ -248,8 +254,7 @@ size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out)
     add(out, &n, MOUNT_TMPFS, "/tmp", "empty, private");
     add(out, &n, MOUNT_TMPFS, "$HOME", "empty, private: hides the home");
 
-    for (const char *const *a = launch_agent_paths(s->agent); *a; a++)
-        add(out, &n, MOUNT_RW_TRY, *a, "agent config, when present");
+    n += launch_agent_mounts(s, out + n);
     size_t first = n;
     n += user_mounts(s, out + n);
     size_t x, y;

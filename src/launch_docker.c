@@ -53,7 +53,7 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
     argv_add(&b, s->workdir);
     for (const char *const *a = launch_agent_paths(s->agent); *a; a++) {
         argv_add(&b, "-v");
-        push_volume(L, *a, false);
+        push_volume(L, *a, s->agent_config_ro);
         argv_add_top(&b);
     }
     argv_add(&b, "-e");
@@ -80,6 +80,7 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
             argv_add_top(&b);
         }
     }
+    launch_docker_protect(&b, s);
     argv_add(&b, s->docker_image);
     argv_add(&b, "bash");
     argv_add(&b, "-c");

@@ -85,6 +85,7 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
     luaL_addstring(b, "start directory: ");
     add_display(b, L, s->workdir);
     luaL_addchar(b, '\n');
+    launch_protect_describe(b, L, s);
     luaL_addstring(b, s->deny ? "namespaces: new mount, pid, ipc, uts, net"
                               : "namespaces: new mount, pid, ipc, uts; "
                                 "the host's network");
@@ -169,7 +170,7 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
     luaL_addstring(b, "\nmounts (host path -> container path):\n");
     add_volume(b, L, "read-write ", s->workdir, "workdir, start directory");
     for (const char *const *a = launch_agent_paths(s->agent); *a; a++)
-        add_volume(b, L, "read-write ", *a,
+        add_volume(b, L, s->agent_config_ro ? "read-only  " : "read-write ", *a,
                    "agent config; docker creates a missing one as a "
                    "directory");
     for (size_t i = 0; i < s->nbinds; i++)
@@ -178,7 +179,10 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
         add_volume(b, L, "read-only  ", s->ro_binds[i], "ro_binds");
     if (s->ca_cert)
         add_volume(b, L, "read-only  ", s->ca_cert, "ca_cert, single file");
+    for (size_t i = 0; i < s->nprotect; i++)
+        add_volume(b, L, "read-only  ", s->protect_path[i], "protect");
     luaL_addstring(b, "  the rest is the image's own filesystem\n");
+    launch_protect_describe(b, L, s);
     luaL_addstring(b, "user: $(id -u):$(id -g) (the launching user, as "
                       "computed by the target's shell)\n");
     luaL_addstring(b, "namespaces: docker's own container (mount, pid, "

@@ -14,9 +14,10 @@
 #include <string.h>
 
 static const char *const spec_keys[] = {
-    "config",      "agent", "workdir",    "command",      "proxy_socket",
-    "proxy_port",  "binds", "ro_binds",   "ca_cert",      "bridge",
-    "bridge_path", "tty",   "seccomp_fd", "seccomp_file", NULL};
+    "config",       "agent", "workdir",    "command",      "proxy_socket",
+    "proxy_port",   "binds", "ro_binds",   "ca_cert",      "bridge",
+    "bridge_path",  "tty",   "seccomp_fd", "seccomp_file", "protect",
+    "agent_config", NULL};
 
 /*
  * Host paths that are never bound, as a workdir or a bind: the root, the
@@ -200,7 +201,7 @@ static int check_keys(lua_State *L, int idx)
                             "proxy_socket, proxy_port, binds, ro_binds, "
                             "ca_cert, bridge, bridge_path, tty, "
                             "seccomp_fd, seccomp_file, env_pass, env_set, "
-                            "env_inherit)",
+                            "env_inherit, protect, agent_config)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -362,8 +363,8 @@ static bool same_path(const char *a, const char *b)
  */
 static int check_docker_duplicates(lua_State *L, const struct launch_spec *s)
 {
-    const char *paths[2 * LAUNCH_MAX_BINDS + 8];
-    char names[2 * LAUNCH_MAX_BINDS + 8][32];
+    const char *paths[LAUNCH_MAX_MOUNTS];
+    char names[LAUNCH_MAX_MOUNTS][40];
     size_t n = 0;
     snprintf(names[n], sizeof names[n], "workdir");
     paths[n++] = s->workdir;
@@ -382,6 +383,11 @@ static int check_docker_duplicates(lua_State *L, const struct launch_spec *s)
     if (s->ca_cert) {
         snprintf(names[n], sizeof names[n], "ca_cert");
         paths[n++] = s->ca_cert;
+    }
+    for (size_t i = 0; i < s->npins + s->nprotect; i++) {
+        snprintf(names[n], sizeof names[n], "protect (%s)",
+                 i < s->npins ? "a pinned parent" : "a protected path");
+        paths[n++] = i < s->npins ? s->pins[i] : s->protect_path[i - s->npins];
     }
     for (size_t i = 1; i < n; i++)
         for (size_t j = 0; j < i; j++)
@@ -464,6 +470,8 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     if (!read_seccomp_fd(L, idx, s) || !read_seccomp_file(L, idx, s))
         return 0;
     if (!launch_env_read(L, idx, s))
+        return 0;
+    if (!launch_protect_read(L, idx, module_idx, s))
         return 0;
 
     if (s->mode == MODE_BWRAP && s->deny && !s->proxy_socket)

@@ -17,6 +17,7 @@ local uv = require("luv")
 local cjson = require("cjson")
 local isolation = require("isolation")
 local policy = require("isolation.policy")
+local protect = require("isolation.protect")
 
 local M = {}
 
@@ -435,7 +436,7 @@ local function is_local(target)
 end
 
 local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_binds", "ca_cert",
-  "bridge", "bridge_path", "tty" }
+  "bridge", "bridge_path", "tty", "protect", "agent_config" }
 -- the environment: clean by default (the library's base and AGENT_ENV)
 for _, k in ipairs({ "env_pass", "env_set", "env_inherit" }) do SPEC_KEYS[#SPEC_KEYS + 1] = k end
 
@@ -496,8 +497,16 @@ function Manager:_teardown(s, reason)
   s.proxy = nil
   if p then pcall(p.close, p) end
   self:_remove_socket(s.proxy_socket)
+  local moved
+  if s._protect_watch then
+    local failed, lines
+    moved, failed, lines = protect.check(s._protect_watch)
+    s._protect_watch = nil
+    for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
+    s.protect_moved, s.protect_failed = moved, failed
+  end
   if self._on_end then
-    local ok, err = pcall(self._on_end, s, reason)
+    local ok, err = pcall(self._on_end, s, reason, moved)
     if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
   end
   return true
@@ -560,6 +569,25 @@ function Manager:launch(req)
     spec.seccomp_file, err = ensure_filter(self.runtime_dir, seccomp)
     if not spec.seccomp_file then return nil, err end
   end
+  -- Protected paths: what only the file system knows is added here, and
+  -- only where the line runs on this machine (an ssh target's files are
+  -- not ours to look at: the binds still hold there, the end check not).
+  local watch
+  if is_local(target) and (cfg.mode == "bwrap" or cfg.mode == "docker") then
+    local warnings
+    warnings, err = protect.prepare(spec, os.getenv("HOME"))
+    if not warnings then return nil, err end
+    for _, w in ipairs(warnings) do self:_log("isolation: session " .. show(id) .. ": " .. w) end
+    watch, err = protect.watch(spec)
+    if not watch then return nil, err end
+  elseif cfg.mode == "docker" and spec.protect == nil then
+    -- docker would create each missing protected path on the target as a
+    -- root-owned directory (.git/commondir as a directory breaks git), and
+    -- which exist there cannot be known from here
+    spec.protect = {}
+    self:_log("isolation: session " .. show(id) .. ": protect: not applied: docker on a remote target "
+      .. "creates a missing protected path as a directory; pass protect with the paths that exist there")
+  end
   -- wrap() is pure: build the command line before anything starts.
   local cmdline
   cmdline, err = call(isolation.wrap, spec)
@@ -568,6 +596,7 @@ function Manager:launch(req)
   local s = {
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
     isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
+    _protect_watch = watch,
   }
   if uses_proxy then
     local p
@@ -599,6 +628,10 @@ function Manager:launch(req)
     if p then pcall(p.close, p) end
     self:_remove_socket(s.proxy_socket)
     self._starting[id] = nil
+    if watch then -- a launcher may fail after it started something
+      local _, _, lines = protect.check(watch)
+      for _, l in ipairs(lines) do self:_log("isolation: session " .. show(id) .. ": " .. l) end
+    end
     if ended == "closed" then return nil, "isolation: this session manager was closed during the launch" end
     if ended then return nil, "isolation: session " .. show(id) .. " was " .. ended .. " during launch" end
     local why = not lok and tostring(handle) or tostring(lerr or "the launcher returned no handle")

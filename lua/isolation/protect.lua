@@ -1,0 +1,139 @@
+-- isolation.protect: the run-time half of protected paths, shared by
+-- `isolate` and the session manager. The builders are pure and bind each
+-- protected path only when it exists (--ro-bind-try); this module, which may
+-- look, adds what only the file system knows (the real hooks and config of
+-- a worktree's or submodule's .git file), gives docker only the paths that
+-- exist (docker would create a missing one as a root-owned directory),
+-- records before the launch what is missing, and after the session moves
+-- aside whatever the sandbox created in a protected place.
+local uv = require("luv")
+local isolation = require("isolation")
+
+local M = {}
+
+local function copy(list)
+  local out = {}
+  for i, v in ipairs(list) do out[i] = v end
+  return out
+end
+
+local function inside(path, dir)
+  return path == dir or path:sub(1, #dir + 1) == dir .. "/"
+end
+
+-- The directories a symlinked protected path may point into: bwrap binds
+-- the link's target in place only when the sandbox shows it somewhere.
+local function visible_dirs(spec, holder)
+  local out = { uv.fs_realpath(holder) or holder }
+  for _, key in ipairs({ "binds", "ro_binds" }) do
+    for _, b in ipairs(type(spec[key]) == "table" and spec[key] or {}) do
+      if type(b) == "string" and b:sub(1, 1) == "/" then out[#out + 1] = uv.fs_realpath(b) or b end
+    end
+  end
+  return out
+end
+
+-- nil, or why the symlink at path (a protected path) cannot be protected.
+local function symlink_problem(spec, path, holder, fix)
+  local st = uv.fs_lstat(path)
+  if not (st and st.type == "link") then return nil end
+  local target = uv.fs_realpath(path)
+  -- dangling: bwrap skips it (a missing source), the end check watches it
+  if not target then return nil end
+  for _, d in ipairs(visible_dirs(spec, holder)) do
+    if inside(target, d) then return nil end
+  end
+  return "isolation: protect: " .. path .. " is a symlink to " .. target
+    .. ", which the sandbox does not show: it cannot be bound read-only in place (bwrap would refuse the "
+    .. "launch) and the link could be replaced from inside; " .. fix
+end
+
+--- Sets spec.protect to the run-time list: the caller's (or
+--- isolation.PROTECTED), plus isolation.protect_git(workdir) unless the
+--- list is empty (protect = {} turns protection off); for docker only the
+--- paths (and their parents) that exist now. Returns an array of warning
+--- lines (a protected path that is a symlink: its target is protected in
+--- place, the link itself only by the end check), or nil, err for a
+--- symlink whose target the sandbox does not show (with `home`, the same
+--- for the agent's own config).
+function M.prepare(spec, home)
+  local cfg = spec.config or {}
+  if (cfg.mode ~= "bwrap" and cfg.mode ~= "docker") or type(spec.workdir) ~= "string" then return {} end
+  local list = spec.protect
+  if list == nil then list = isolation.PROTECTED end
+  if type(list) ~= "table" then return {} end -- the builder names the error
+  list = copy(list)
+  if #list > 0 then
+    local seen = {}
+    for _, p in ipairs(list) do seen[p] = true end
+    for _, p in ipairs(isolation.protect_git(spec.workdir)) do
+      if not seen[p] then
+        seen[p] = true
+        list[#list + 1] = p
+      end
+    end
+  end
+  local warnings = {}
+  local kept = {}
+  for _, p in ipairs(list) do
+    local path = spec.workdir .. "/" .. tostring(p)
+    local st, code
+    if type(p) == "string" then
+      local _
+      st, _, code = uv.fs_lstat(path)
+    end
+    if st and st.type == "link" and cfg.mode ~= "docker" then
+      local err = symlink_problem(spec, path, spec.workdir, "bind its target with ro_binds, replace the link by "
+        .. "the file, or leave the path out of protect")
+      if err then return nil, err end
+      warnings[#warnings + 1] = "protect: " .. path .. " is a symlink: its target is read-only in place; the "
+        .. "link itself can be replaced inside, and is moved aside at the end if it was"
+    end
+    -- Below a file (.git/hooks when .git is a worktree's pointer file)
+    -- nothing can be bound: bwrap's -try tolerates only a missing source.
+    -- Nothing can be created there either while the file stays (a .git
+    -- file is itself protected: see isolation.protect_git).
+    if code ~= "ENOTDIR" and (cfg.mode ~= "docker" or type(p) ~= "string" or st) then kept[#kept + 1] = p end
+  end
+  spec.protect = kept
+  local agent = isolation.AGENT_PROTECTED[spec.agent or ""]
+  if agent and home and cfg.mode == "bwrap" and spec.agent_config ~= "read-only" then
+    for _, p in ipairs(agent) do
+      local path = home .. p:sub(#"$HOME" + 1)
+      local holder = home .. "/" .. p:match("^%$HOME/([^/]+)")
+      local err = symlink_problem({}, path, holder, 'replace the link by the file, or use agent_config = '
+        .. '"read-only" (--agent-config read-only)')
+      if err then return nil, err end
+    end
+  end
+  return warnings
+end
+
+--- The state of every protected path before the launch (see
+--- isolation.protect_watch), or nil, err.
+function M.watch(spec)
+  return isolation.protect_watch(spec, os.getenv("HOME"))
+end
+
+--- After the session: moves aside what was created or replaced in a
+--- protected place. Returns moved, failed (arrays of {path, was, now,
+--- moved_to | error}) and the lines that report them.
+function M.check(watch)
+  -- the time, and a part the sandbox cannot guess: it could otherwise take
+  -- every name the check would try (the check then fails loudly, below)
+  local stamp = os.date("!%Y%m%dT%H%M%SZ") .. string.format("-%04x", math.random(0, 0xffff))
+  local moved, failed = isolation.protect_check(watch, stamp)
+  local lines = {}
+  for _, m in ipairs(moved) do
+    lines[#lines + 1] = string.format("protect: %s was created or replaced inside the sandbox (%s before, %s "
+      .. "after); moved aside to %s", m.path, m.was, m.now, m.moved_to)
+  end
+  for _, f in ipairs(failed) do
+    lines[#lines + 1] = string.format("protect: %s was created or replaced inside the sandbox (%s before, %s "
+      .. "after) and could NOT be moved aside (%s): check it before a host program runs it", f.path, f.was,
+      f.now, f.error)
+  end
+  return moved, failed, lines
+end
+
+return M
