@@ -90,8 +90,8 @@ static void add_paths_check(luaL_Buffer *b)
                       "case $h/ in \"${p%/}\"/*) ");
     add_refusal(b,
                 "%s %s is $HOME (%s) or a directory above it: the sandbox "
-                "would see and change the whole home; use a directory "
-                "inside it",
+                "would see (and, read-write, change) the whole home; use a "
+                "directory inside it",
                 "\"$1\" \"$2\" \"$h\"");
     luaL_addstring(b, ";; esac; fi; shift 2; done; ");
 }
