@@ -87,7 +87,7 @@ static void add_paths_check(luaL_Buffer *b)
                       "if case $h in '') false;; esac && "
                       "command cd -P -- \"$2\" >/dev/null 2>&1; then "
                       "case $PWD in //*) p=${PWD#/};; *) p=$PWD;; esac; "
-                      "case $h/ in \"${p%/}\"/*) ");
+                      "case $h/ in \"${p%/}/\"*) ");
     add_refusal(b,
                 "%s %s is $HOME (%s) or a directory above it: the sandbox "
                 "would see (and, read-write, change) the whole home; use a "
