@@ -205,6 +205,34 @@ describe("a wrap() line at run time", function()
     assert.is_nil(helpers.read(t.home .. "/.bashrc"))
   end)
 
+  it("typed into a real tmux pane (bash -i, dash -i): runs inside the home, refuses the home, the shell lives on",
+    function()
+      if not os.execute("command -v tmux >/dev/null 2>&1") then return end
+      local ok_line = bwrap_line({ workdir = t.proj })
+      local bad_line = bwrap_line({ workdir = t.home })
+      for _, shell in ipairs({ "bash", "dash" }) do
+        local sock = t.root .. "/tmux-" .. shell
+        local tm = "tmux -S " .. q(sock) .. " "
+        assert.are.equal(0, (helpers.run(tm .. "new-session -d -x 250 -y 50 " .. q("env -i PATH=" .. q(t.root
+          .. "/bin:/usr/bin:/bin") .. " RAN=" .. q(t.ran) .. " HOME=" .. q(t.home) .. " TERM=xterm " .. shell
+          .. " -i"))))
+        local function typed(line, want)
+          os.remove(t.ran)
+          helpers.run(tm .. "send-keys -l " .. q(line) .. " && " .. tm .. "send-keys Enter")
+          assert.truthy(cli.wait_for(function()
+            local _, pane = helpers.run(tm .. "capture-pane -p -J")
+            return pane:find(want, 1, true) ~= nil
+          end, 10), shell .. ": no " .. want)
+        end
+        typed(ok_line, "$")
+        assert.truthy(cli.wait_for(function() return helpers.read(t.ran) ~= nil end, 10), shell .. ": did not run")
+        typed(bad_line, "isolation: workdir " .. t.home .. " is $HOME")
+        assert.is_nil(helpers.read(t.ran))
+        typed("echo alive-$((40+2))", "alive-42")
+        helpers.run(tm .. "kill-server")
+      end
+    end)
+
   it("in an interactive shell, a refusal ends only the line, not the shell", function()
     local line = bwrap_line({ workdir = t.home })
     for _, shell in ipairs({ "bash", "dash" }) do
