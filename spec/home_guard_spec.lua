@@ -125,6 +125,17 @@ describe("a wrap() line at run time", function()
       end
     end)
 
+  it("works under a caller's set -eu, with binds that do not exist (the check's own statuses stay 0)", function()
+    local line = bwrap_line({ workdir = t.proj, binds = { t.root .. "/none" }, ro_binds = { "$HOME/none" } })
+    for _, shell in ipairs(SHELLS) do
+      assert.is_true(select(3, run_line(t, "set -eu; " .. line, t.home, shell)), shell)
+      local code, err, ran = run_line(t, "set -eu; " .. bwrap_line({ workdir = t.home }), t.home, shell)
+      assert.is_false(ran, shell)
+      assert.are_not.equal(0, code)
+      assert.truthy(err:find("isolation: workdir", 1, true), err)
+    end
+  end)
+
   it("refuses a workdir that is $HOME: as given, trailing slashes, a symlink to it, a symlinked HOME", function()
     for _, make in ipairs({ bwrap_line, docker_line }) do
       for _, case in ipairs({
