@@ -11,6 +11,14 @@ function helpers.shquote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
+--- A bwrap or docker wrap() line with its run-time check (the first word,
+--- a command substitution that prints the program's name) replaced by the
+--- quoted name: what the rest of the line looks like to a reader.
+function helpers.line_body(line)
+  local body = line:gsub('^"%$%(.-; command printf %%s (\'[^\']*\')%)"', "%1", 1)
+  return body
+end
+
 local function slurp(path)
   local f = io.open(path, "rb")
   if not f then return "" end

@@ -2,6 +2,7 @@
 -- the mount order that keeps every bind alive, the literal $HOME tokens, and
 -- every refusal naming its field.
 local isolation = require("isolation")
+local helpers = require("helpers")
 
 local SOCK = isolation.SANDBOX_PROXY_SOCKET
 
@@ -427,7 +428,8 @@ describe("bwrap_argv", function()
     local want = " 3<'" .. path:gsub("'", "'\\''") .. "'"
     assert.are.equal(want, line:sub(-#want))
     -- the only double quotes in bwrap's part are the --tmpfs "$HOME" token's
-    local _, quotes = line:sub((line:find("'bwrap'", 1, true))):gsub('"', "")
+    local body = helpers.line_body(line)
+    local _, quotes = body:sub((body:find("'bwrap'", 1, true))):gsub('"', "")
     assert.are.equal(2, quotes)
     assert.truthy(line:find([['--tmpfs' "$HOME"]], 1, true))
   end)

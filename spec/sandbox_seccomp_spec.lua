@@ -314,12 +314,14 @@ describe("what an agent runs still works under sandbox_seccomp_filter (isolate)"
     it("is skipped: bwrap cannot run here", function() pending(select(2, helpers.bwrap_works())) end)
     return
   end
-  local tmp
-  before_each(function() tmp = helpers.tmpdir() end)
-  after_each(function() helpers.rmtree(tmp) end)
+  local tmp, home
+  -- HOME is a directory of its own, beside the workdir: a workdir at or
+  -- above HOME is refused
+  before_each(function() tmp, home = helpers.tmpdir(), helpers.tmpdir() end)
+  after_each(function() helpers.rmtree(tmp); helpers.rmtree(home) end)
 
   local function isolate(args, opts)
-    return cli.isolate(args, opts or { env = { "TMPDIR=" .. tmp, "HOME=" .. tmp } })
+    return cli.isolate(args, opts or { env = { "TMPDIR=" .. tmp, "HOME=" .. home } })
   end
 
   it("git, python3 (threads, subprocess), make, cc, sh pipelines; ip addr (NETLINK_ROUTE); no nested namespace",
@@ -335,7 +337,7 @@ describe("what an agent runs still works under sandbox_seccomp_filter (isolate)"
       "ip -o addr show lo | grep -c ' lo '",
       "unshare -U true 2>/dev/null && echo NESTED-USERNS || echo no-nested-userns",
       "bwrap --ro-bind / / true 2>/dev/null && echo NESTED-BWRAP || echo no-nested-bwrap",
-    }, "\n") }, { env = { "TMPDIR=" .. tmp, "HOME=" .. tmp }, timeout = 120 })
+    }, "\n") }, { env = { "TMPDIR=" .. tmp, "HOME=" .. home }, timeout = 120 })
     assert.are.equal(0, status, err)
     assert.are.equal("first\nthread\n0\nmade\ncompiled\n2\nno-nested-userns\nno-nested-bwrap\n", out)
   end)
@@ -347,7 +349,7 @@ describe("what an agent runs still works under sandbox_seccomp_filter (isolate)"
         .. "const w = new Worker(\"require(\\\"worker_threads\\\").parentPort.postMessage(7)\", { eval: true }); "
         .. "w.on(\"message\", (m) => { console.log(\"worker \" + m); "
         .. "console.log(require(\"child_process\").execSync(\"echo child\").toString().trim()); });' "
-        .. "&& npm --version >/dev/null && echo npm" }, { env = { "TMPDIR=" .. tmp, "HOME=" .. tmp }, timeout = 120 })
+        .. "&& npm --version >/dev/null && echo npm" }, { env = { "TMPDIR=" .. tmp, "HOME=" .. home }, timeout = 120 })
     assert.are.equal(0, status, err)
     assert.are.equal("worker 7\nchild\nnpm\n", out)
   end)
@@ -364,7 +366,7 @@ describe("what an agent runs still works under sandbox_seccomp_filter (isolate)"
 
   it("a spec file of this project passes inside", function()
     local status, out, err = isolate({ "--network", "allow", "--workdir", cli.ROOT, "--", "lua5.4",
-      "/usr/bin/busted", "-o", "TAP", "spec/hostpat_spec.lua" }, { env = { "TMPDIR=" .. tmp, "HOME=" .. tmp,
+      "/usr/bin/busted", "-o", "TAP", "spec/hostpat_spec.lua" }, { env = { "TMPDIR=" .. tmp, "HOME=" .. home,
       -- the plain build inside: a sanitizer run's runtime is not preloaded there
       "ISOLATION_CPATH=build/?.so", "ISOLATION_SANITIZER=" }, timeout = 120 })
     assert.are.equal(0, status, err .. out)

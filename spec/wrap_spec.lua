@@ -322,7 +322,7 @@ describe("wrap", function()
     assert.truthy(line:find([['-v' '/srv/$HOME:/srv/$HOME']], 1, true))
     assert.truthy(line:find([['bash' '-c' 'echo $HOME $(id -u):$(id -g)']], 1, true))
     -- every double quote in the line belongs to a token
-    local stripped = line:gsub('"%$HOME"', ""):gsub('"%$%(id %-u%):%$%(id %-g%)"', "")
+    local stripped = helpers.line_body(line):gsub('"%$HOME"', ""):gsub('"%$%(id %-u%):%$%(id %-g%)"', "")
     local outside, inside = {}, false
     for c in stripped:gmatch(".") do
       if c == "'" then inside = not inside elseif not inside then outside[#outside + 1] = c end

@@ -233,6 +233,18 @@ void launch_argv_publish(lua_State *L, int idx);
  */
 void launch_push_wrapped(lua_State *L, int idx, const struct launch_spec *s);
 
+/*
+ * The run-time check of a bwrap or docker line (launch_prologue.c): the
+ * line's first word, a command substitution that prints `program` only
+ * when the shell's HOME is usable and no workdir or bind is $HOME or above
+ * it. add_word is how wrap() writes one element (with its quoting).
+ */
+typedef void (*launch_word_fn)(luaL_Buffer *b, const char *s, size_t len);
+bool launch_needs_prologue(const struct launch_spec *s);
+void launch_add_prologue(luaL_Buffer *b, const struct launch_spec *s,
+                         const char *program, size_t len,
+                         launch_word_fn add_word);
+
 /* Pushes the dry-run text. */
 void launch_push_dry_run(lua_State *L, const struct launch_spec *s);
 

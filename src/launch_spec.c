@@ -35,6 +35,21 @@ static const char *const forbidden_paths[] = {
 /* Trees whose every path is a view of the host's kernel or devices. */
 static const char *const forbidden_trees[] = {"/proc/", "/sys/", "/dev/", NULL};
 
+/*
+ * Where a read-write bind (the workdir, binds) is refused as well: inside
+ * the host's system trees (as root, a writable /etc/cron.d or /usr/bin is
+ * code execution on the host; /run and /var/spool hold other programs'
+ * sockets and queues), and at the roots of trees that hold other
+ * programs' or users' data. Every top-level /lib* directory (/lib, /lib64,
+ * /lib32, /libx32, /libexec, ...) counts as system. The path was checked
+ * for //, . and .. already, so comparing its text is comparing the path.
+ */
+static const char *const rw_forbidden_trees[] = {
+    "/usr/",  "/etc/", "/bin/", "/sbin/",    "/boot/",      "/dev/",
+    "/proc/", "/sys/", "/run/", "/var/run/", "/var/spool/", NULL};
+static const char *const rw_forbidden_paths[] = {"/opt", "/srv", "/var/spool",
+                                                 NULL};
+
 static int fail_got(lua_State *L, int validx, const char *field,
                     const char *what)
 {
@@ -133,8 +148,43 @@ static int check_path(lua_State *L, int v, const char *field, bool home_ok,
     return 1;
 }
 
+/* Why a read-write bind of the (otherwise valid) path p is refused, or NULL. */
+static const char *rw_path_problem(const char *p)
+{
+    if (p[0] != '/')
+        return NULL; /* $HOME/...: inside the home, never a system tree */
+    size_t len = strlen(p);
+    if (len > 1 && p[len - 1] == '/')
+        len--;
+    bool refused = strncmp(p, "/lib", 4) == 0;
+    for (const char *const *t = rw_forbidden_trees; *t && !refused; t++)
+        refused = strncmp(p, *t, strlen(*t)) == 0;
+    for (const char *const *f = rw_forbidden_paths; *f && !refused; f++)
+        refused = strlen(*f) == len && strncmp(p, *f, len) == 0;
+    if (!refused)
+        return NULL;
+    return "must not be read-write inside /usr, /etc, /bin, /sbin, /lib*, "
+           "/boot, /dev, /proc, /sys, /run, /var/run or /var/spool, nor at "
+           "/, /var, /var/lib, /opt, /srv or /home themselves: the sandbox "
+           "could change the host's system (as root, /etc/cron.d is code "
+           "execution); accepted: a directory elsewhere, such as under "
+           "$HOME, /tmp, /srv/NAME or /var/lib/NAME/workspace";
+}
+
+/* check_path, then the read-write rules (the workdir, binds). */
+static int check_rw_path(lua_State *L, int v, const char *field, bool home_ok,
+                         bool docker, const char **out)
+{
+    if (!check_path(L, v, field, home_ok, docker, out))
+        return 0;
+    const char *why = rw_path_problem(*out);
+    if (why)
+        return fail_got(L, v, field, why);
+    return 1;
+}
+
 static int check_bind_list(lua_State *L, int v, const char *field, bool docker,
-                           const char **out, size_t *n)
+                           bool rw, const char **out, size_t *n)
 {
     *n = 0;
     if (is_absent(L, v))
@@ -169,7 +219,8 @@ static int check_bind_list(lua_State *L, int v, const char *field, bool docker,
                             field, name);
             return 0;
         }
-        if (!check_path(L, e, name, true, docker, &out[i - 1]))
+        if (!(rw ? check_rw_path : check_path)(L, e, name, true, docker,
+                                               &out[i - 1]))
             return 0;
         /* the element stays on the stack: out[] points into it */
     }
@@ -421,7 +472,7 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
 
     v = get_field(L, idx, "workdir");
     if (!is_absent(L, v)) {
-        if (!check_path(L, v, "workdir", false, docker, &s->workdir))
+        if (!check_rw_path(L, v, "workdir", false, docker, &s->workdir))
             return 0;
     } else if (s->mode != MODE_NONE) {
         return fail_got(L, v, "workdir",
@@ -445,10 +496,11 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
         return 0;
 
     v = get_field(L, idx, "binds");
-    if (!check_bind_list(L, v, "binds", docker, s->binds, &s->nbinds))
+    if (!check_bind_list(L, v, "binds", docker, true, s->binds, &s->nbinds))
         return 0;
     v = get_field(L, idx, "ro_binds");
-    if (!check_bind_list(L, v, "ro_binds", docker, s->ro_binds, &s->nro_binds))
+    if (!check_bind_list(L, v, "ro_binds", docker, false, s->ro_binds,
+                         &s->nro_binds))
         return 0;
 
     v = get_field(L, idx, "ca_cert");

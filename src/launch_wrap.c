@@ -72,7 +72,10 @@ void launch_push_wrapped(lua_State *L, int idx, const struct launch_spec *s)
             luaL_addvalue(&b);
             continue;
         }
-        add_element(&b, e, len);
+        if (i == 1 && launch_needs_prologue(s))
+            launch_add_prologue(&b, s, e, len, add_element);
+        else
+            add_element(&b, e, len);
     }
     if (s->mode == MODE_BWRAP && s->seccomp_file) {
         /* one digit: the spec reader refuses more with seccomp_file */

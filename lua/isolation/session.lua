@@ -440,6 +440,77 @@ local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_bi
 -- the environment: clean by default (the library's base and AGENT_ENV)
 for _, k in ipairs({ "env_pass", "env_set", "env_inherit" }) do SPEC_KEYS[#SPEC_KEYS + 1] = k end
 
+-- dir is path or a directory above it; both resolved, without a trailing /.
+local function contains(dir, path)
+  return dir == "/" or path == dir or path:sub(1, #dir + 1) == dir .. "/"
+end
+
+-- The homes no bind may be or contain, resolved: $HOME and the passwd
+-- entry's home (a HOME pointed elsewhere must not make the real one
+-- bindable).
+local function local_homes()
+  local homes, seen = {}, {}
+  local pw = uv.os_get_passwd and uv.os_get_passwd()
+  for i, h in ipairs({ os.getenv("HOME") or false, pw and pw.homedir or false }) do
+    if h and h:sub(1, 1) == "/" then
+      local r = uv.fs_realpath(h) or h
+      if not seen[r] then
+        seen[r] = true
+        homes[#homes + 1] = { path = r, name = i == 1 and "$HOME" or "the passwd entry's home" }
+      end
+    end
+  end
+  return homes
+end
+
+-- A launch whose line runs on this machine: the paths as the kernel will
+-- resolve them. wrap() checked their text; a symlink can still lead into
+-- /etc/cron.d or to the home (the line's own run-time check compares with
+-- the HOME of the shell that runs it, which may not be ours).
+local function check_local_paths(spec)
+  local homes = local_homes()
+  local home = os.getenv("HOME")
+  local function check(field, given)
+    local path = given
+    if path:sub(1, 6) == "$HOME/" then
+      if not (home and home:sub(1, 1) == "/") then return true end -- the line refuses it
+      path = home .. path:sub(6)
+    end
+    local real = uv.fs_realpath(path)
+    if not real then return true end -- nothing there to expose; bwrap reports a missing bind
+    local shown = show(given) .. (real ~= given and (" (" .. show(real) .. ")") or "")
+    for _, h in ipairs(homes) do
+      if contains(real, h.path) then
+        return nil, "isolation: " .. field .. " " .. shown .. " is " .. h.name .. " (" .. h.path
+          .. ") or a directory above it: the sandbox would see (and, read-write, change) the whole home;"
+          .. " use a directory inside it"
+      end
+    end
+    if real ~= given then
+      local probe = field == "workdir" and { workdir = real } or { [field:match("^[%w_]+")] = { real } }
+      probe.command = "true"
+      local ok, err = call(isolation.argv, probe)
+      if not ok then
+        return nil, "isolation: " .. field .. " " .. show(given) .. " resolves to " .. show(real) .. ", which "
+          .. tostring(err):gsub("^isolation: %S+ ", ""):gsub(" %(got [^\n]*%)$", "")
+      end
+    end
+    return true
+  end
+  local ok, err = check("workdir", spec.workdir)
+  if not ok then return nil, err end
+  for _, field in ipairs({ "binds", "ro_binds" }) do
+    local list = spec[field]
+    if type(list) == "table" then
+      for i, p in ipairs(list) do
+        ok, err = check(field .. "[" .. i .. "]", p)
+        if not ok then return nil, err end
+      end
+    end
+  end
+  return true
+end
+
 -- Resolves the isolation and the launch configuration of a launch request.
 local function resolve(req)
   if req.continuation ~= nil and req.continuation ~= NULL then
@@ -592,6 +663,10 @@ function Manager:launch(req)
   local cmdline
   cmdline, err = call(isolation.wrap, spec)
   if not cmdline then return nil, err end
+  if (cfg.mode == "bwrap" or cfg.mode == "docker") and is_local(target) then
+    ok, err = check_local_paths(spec)
+    if not ok then return nil, err end
+  end
 
   local s = {
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
