@@ -242,7 +242,7 @@ describe("wrap", function()
     assert.truthy(line:find([['--user' "$(id -u):$(id -g)"]], 1, true))
     assert.truthy(line:find([['-v' "$HOME"'/a$HOME:'"$HOME"'/a$HOME']], 1, true))
     assert.truthy(line:find([['-v' '/srv/$HOME:/srv/$HOME']], 1, true))
-    assert.truthy(line:find([['bash' '-c' 'echo $HOME $(id -u):$(id -g)']], 1, true))
+    assert.truthy(line:find([['bash' '-c' '--' 'echo $HOME $(id -u):$(id -g)']], 1, true))
     -- every double quote in the line belongs to a token
     local stripped = line:gsub('"%$HOME"', ""):gsub('"%$%(id %-u%):%$%(id %-g%)"', "")
     local outside, inside = {}, false
@@ -254,7 +254,7 @@ describe("wrap", function()
 
   it("a command that starts with $HOME stays literal", function()
     local line = assert(isolation.wrap({ command = "$HOME/bin/agent" }))
-    assert.are.equal([['bash' '-c' '$HOME/bin/agent']], line)
+    assert.are.equal([['bash' '-c' '--' '$HOME/bin/agent']], line)
   end)
 
   it("refuses a missing or empty command, and NUL bytes anywhere", function()
