@@ -20,11 +20,33 @@ local PIECES = {
   "'", '"', "$", "`", "\\", " ", "\n", "\t", "*", "?", "-", "--", "é", "日本", ";", "|", "&", "(", ")",
   "{", "}", "~", "!", "#", "%", "<", ">", "$HOME", "${HOME}", "$(id)", "`id`", "'\\''", "\"$HOME\"",
   "a", "b", "x", "1", ".", "..", "=", ",", "[", "]", "^", "+", "@", "\r", "\27[0m", "\xff", "\x80\xc3",
+  "\21", "\3", "\127", "\4", "\22", "\23", "\27[201~",
 }
+
+-- every byte a terminal or line editor may act on: C0 but NUL (refused), and DEL
+local CONTROL = {}
+for b = 1, 31 do CONTROL[#CONTROL + 1] = string.char(b) end
+CONTROL[#CONTROL + 1] = "\127"
+
+-- tmux send-keys drops bytes that are not UTF-8 and the C1 controls: typed
+-- lines are made of valid UTF-8 only, with every control byte among them
+local TYPED_PIECES = {}
+for _, p in ipairs(PIECES) do
+  if p ~= "\xff" and p ~= "\x80\xc3" then TYPED_PIECES[#TYPED_PIECES + 1] = p end
+end
+for _, c in ipairs(CONTROL) do TYPED_PIECES[#TYPED_PIECES + 1] = c end
+
+-- true when the line holds a raw control byte other than newline
+local function has_raw_control(line)
+  return line:find("[\1-\9\11-\31\127]") ~= nil
+end
+
+-- what words are made of; the typed-line specs swap in TYPED_PIECES
+local pieces = PIECES
 
 local function word(len)
   local t = {}
-  for i = 1, len do t[i] = PIECES[rand(#PIECES)] end
+  for i = 1, len do t[i] = pieces[rand(#pieces)] end
   return table.concat(t)
 end
 
@@ -132,20 +154,21 @@ describe("wrap", function()
     helpers.rmtree(dir)
   end)
 
-  -- Runs the line with /bin/sh, HOME set, the stand-ins first on PATH; the
-  -- working directory is the marker directory, where a breakout would land.
-  local function run_line(line, home)
+  -- Runs the line with /bin/sh (or `shell`), HOME set, the stand-ins first
+  -- on PATH; the working directory is the marker directory, where a
+  -- breakout would land.
+  local function run_line(line, home, shell)
     local out = dir .. "/argv.out"
     os.remove(out)
     local code, _, err = helpers.run("cd " .. q(marker_dir) .. " && HOME=" .. q(home) .. " PATH=" .. q(stubs)
-      .. ":$PATH ARGV_OUT=" .. q(out) .. " /bin/sh -c " .. q(line))
+      .. ":$PATH ARGV_OUT=" .. q(out) .. " " .. (shell or "/bin/sh") .. " -c " .. q(line))
     assert.are.equal(0, code, err)
     local got = split_nul(assert(helpers.read(out), "the stand-in did not run"))
     got[1] = got[1]:match("[^/]+$")
     return got
   end
 
-  it("runs exactly the argv for 400 generated specs (bwrap allow/deny, docker, none), two HOMEs", function()
+  it("runs exactly the argv for 400 generated specs (bwrap allow/deny, docker, none), two HOMEs, sh, bash", function()
     local homes = { "/home/agent", "/tmp/ho me'q\"$x`y" }
     local kinds = { "bwrap", "bwrap-deny", "docker", "none" }
     local n = 0
@@ -155,8 +178,9 @@ describe("wrap", function()
       assert(argv, err)
       local line = assert(isolation.wrap(spec))
       assert.is_nil(line:find("%z"))
+      assert.is_false(has_raw_control(line), line)
       local home = homes[i % 2 + 1]
-      assert.are.same(expected(argv, home), run_line(line, home), line)
+      assert.are.same(expected(argv, home), run_line(line, home, i % 3 == 0 and "/bin/bash" or "/bin/sh"), line)
       n = n + 1
     end
     assert.are.equal(400, n)
@@ -164,6 +188,94 @@ describe("wrap", function()
     local code, listing = helpers.run("ls -A " .. q(marker_dir))
     assert.are.equal(0, code)
     assert.are.equal("", listing)
+  end)
+
+  -- Each control byte at random places of one kind of element, in a mode
+  -- that puts that element in the argv.
+  local FIELD_MODES = {
+    workdir = { "bwrap", "bwrap-deny", "docker", "none" }, command = { "bwrap", "bwrap-deny", "docker", "none" },
+    binds = { "bwrap", "bwrap-deny", "docker" }, home_binds = { "bwrap", "docker" },
+    ro_binds = { "bwrap", "bwrap-deny", "docker" }, proxy_socket = { "bwrap-deny" }, ca_cert = { "bwrap", "docker" },
+    bridge_path = { "bwrap-deny" }, seccomp_file = { "bwrap", "bwrap-deny" },
+  }
+  local FIELDS = { "workdir", "command", "binds", "home_binds", "ro_binds", "proxy_socket", "ca_cert", "bridge_path",
+    "seccomp_file" }
+
+  -- s with `c` put at 1 to 3 random places after its first `keep` bytes
+  local function sprinkle(s, c, keep)
+    for _ = 1, rand(3) do
+      local at = keep + rand(#s - keep + 1) - 1
+      s = s:sub(1, at) .. c .. s:sub(at + 1)
+    end
+    return s
+  end
+
+  it("spells every C0 byte and DEL portably in every kind of element: none raw in the line, sh and bash run the argv",
+    function()
+    local files = dir .. "/ctl"
+    assert(os.execute("mkdir -p " .. q(files)))
+    local n = 0
+    for _, c in ipairs(CONTROL) do
+      for _, field in ipairs(FIELDS) do
+        local modes = FIELD_MODES[field]
+        local kind = modes[rand(#modes)]
+        local spec = gen_spec(kind)
+        if field == "workdir" then
+          spec.workdir = sprinkle(spec.workdir, c, 1)
+        elseif field == "command" then
+          -- sometimes a long run of control bytes (more than one printf takes)
+          spec.command = sprinkle(spec.command, rand(4) == 1 and c:rep(40 + rand(40)) or c, 0)
+        elseif field == "binds" or field == "ro_binds" then
+          spec[field][#spec[field] + 1] = sprinkle(abs_path(kind == "docker"), c, 1)
+        elseif field == "home_binds" then
+          spec.binds[#spec.binds + 1] = sprinkle("$HOME/" .. component(kind == "docker"), c, 6)
+        elseif field == "proxy_socket" then
+          spec.proxy_socket = sprinkle(spec.proxy_socket, c, 1)
+        elseif field == "ca_cert" then
+          spec.ca_cert = sprinkle("/etc/ca.pem", c, 1)
+        elseif field == "bridge_path" then
+          spec.bridge, spec.bridge_path = "builtin", sprinkle("/opt/isolation-bridge", c, 1)
+        else
+          -- the line opens this file for bwrap: it must exist
+          spec.seccomp_file = sprinkle(files .. "/filter.bpf", c, #files + 1)
+          helpers.write(spec.seccomp_file, "")
+        end
+        local argv = assert(isolation.argv(spec))
+        local line = assert(isolation.wrap(spec))
+        assert.is_false(has_raw_control(line), field .. ": " .. line)
+        for _, shell in ipairs({ "/bin/sh", "/bin/bash" }) do
+          assert.are.same(expected(argv, "/home/agent"), run_line(line, "/home/agent", shell), shell .. ": " .. line)
+          n = n + 1
+        end
+      end
+    end
+    assert.are.equal(#CONTROL * #FIELDS * 2, n)
+    local code, listing = helpers.run("ls -A " .. q(marker_dir))
+    assert.are.equal(0, code)
+    assert.are.equal("", listing)
+  end)
+
+  it("keeps every physical line of a long line short (a tty keeps 4095 bytes of a line), the argv exact", function()
+    local longest = 0
+    for _, kind in ipairs({ "bwrap", "bwrap-deny", "docker", "none" }) do
+      local spec = gen_spec(kind)
+      spec.command = word(3000) .. ("x"):rep(5000) .. ("é"):rep(700) .. ("'"):rep(300)
+        .. CONTROL[rand(#CONTROL)]:rep(600)
+      for i = 1, 60 do spec.ro_binds[i] = abs_path(kind == "docker") end
+      local line = assert(isolation.wrap(spec))
+      for physical in (line .. "\n"):gmatch("([^\n]*)\n") do
+        longest = math.max(longest, #physical)
+        -- 800 and at most one escape of 32 control bytes (144): below BSD's 1023
+        assert.is_true(#physical <= 1000, #physical .. " bytes: " .. physical:sub(1, 80))
+      end
+      -- a break never splits a UTF-8 sequence (é is C3 A9)
+      assert.truthy(line:find("é'\\\n'é"))
+      assert.is_nil(line:find("\xc3'\\\n'\xa9"))
+      for _, shell in ipairs({ "/bin/sh", "/bin/bash" }) do
+        assert.are.same(expected(assert(isolation.argv(spec)), "/home/agent"), run_line(line, "/home/agent", shell))
+      end
+    end
+    assert.is_true(longest > 800, "no line was long enough to break")
   end)
 
   it("a crafted path or command cannot break out to create a file", function()
@@ -266,6 +378,125 @@ describe("wrap", function()
       local line, err = isolation.wrap(spec)
       assert.is_nil(line)
       assert.matches("^isolation: %a+", err)
+    end
+  end)
+  -- The session docs suggest typing a manager's line into a pane with tmux
+  -- send-keys: the pane's tty and line editor then see every byte (^U kills
+  -- the line so far, ^C drops it, a tab completes, a tty in canonical mode
+  -- keeps 4095 bytes of a line). Real panes on a private tmux server, one
+  -- running bash -i and one dash -i, get generated lines and attacks; each
+  -- line must run the stand-in with exactly the argv, and no canary appear.
+  describe("typed into a tmux pane", function()
+    local uv = require("luv")
+    local sock, typed_stubs, argv_outs
+
+    local function tmux(args)
+      return helpers.run("tmux -S " .. q(sock) .. " " .. args)
+    end
+
+    lazy_setup(function()
+      sock = dir .. "/tmux.sock"
+      typed_stubs = dir .. "/typed-bin"
+      assert(os.execute("mkdir -p " .. q(typed_stubs)))
+      -- written whole, then renamed: the spec never reads half an argv
+      for _, name in ipairs({ "bwrap", "docker", "bash" }) do
+        helpers.write(typed_stubs .. "/" .. name, "#!/bin/sh\nprintf '%s\\0' \"$0\" \"$@\" > \"$ARGV_OUT.part\""
+          .. " && mv \"$ARGV_OUT.part\" \"$ARGV_OUT\"\n")
+        assert(os.execute("chmod +x " .. q(typed_stubs .. "/" .. name)))
+      end
+      argv_outs = { bash = dir .. "/typed-bash.argv", dash = dir .. "/typed-dash.argv" }
+      local shells = { bash = "/bin/bash --norc --noprofile -i", dash = "/bin/dash -i" }
+      for _, name in ipairs({ "bash", "dash" }) do
+        local env = "env -i PATH=" .. q(typed_stubs) .. ":/usr/bin:/bin HOME=/home/agent ARGV_OUT="
+          .. q(argv_outs[name])
+        local code, _, err = tmux((name == "bash" and "-f /dev/null new-session" or "new-session") .. " -d -s " .. name
+          .. " -x 250 -y 50 -c " .. q(marker_dir) .. " " .. q(env .. " " .. shells[name]))
+        assert.are.equal(0, code, err)
+      end
+    end)
+
+    lazy_teardown(function()
+      if sock then tmux("kill-server") end
+    end)
+
+    -- Types the line and Enter into the pane; returns the argv it ran.
+    local function type_line(shell, line)
+      local out = argv_outs[shell]
+      os.remove(out)
+      local code, _, err = tmux("send-keys -t " .. shell .. ": -l " .. q(line))
+      assert.are.equal(0, code, err)
+      assert.are.equal(0, (tmux("send-keys -t " .. shell .. ": Enter")))
+      local deadline = uv.hrtime() + 10e9
+      while not helpers.read(out) and uv.hrtime() < deadline do uv.sleep(20) end
+      local got = helpers.read(out)
+      if not got then
+        local _, screen = tmux("capture-pane -p -t " .. shell .. ":")
+        -- leave the pane at a fresh prompt for whoever reads the failure
+        tmux("send-keys -t " .. shell .. ": C-c")
+        error(shell .. ": the line did not run the stand-in within 10 s; the pane shows:\n" .. screen
+          .. "\nthe line: " .. line)
+      end
+      got = split_nul(got)
+      got[1] = got[1]:match("[^/]+$")
+      return got
+    end
+
+    local function assert_no_canary()
+      local code, listing = helpers.run("ls -A " .. q(marker_dir))
+      assert.are.equal(0, code)
+      assert.are.equal("", listing)
+    end
+
+    -- the reported attacks: what follows a line-kill, an interrupt, ... must
+    -- stay inside the quotes
+    local ATTACKS = {
+      "x\21touch canary-kill #", "x\3touch canary-intr #", "\21\21touch canary-kill2 #'",
+      "x\23\23\23touch canary-werase #",
+      "x\127\127\127\127touch canary-del #", "x\8\8\8\8touch canary-bs #", "x\22\21touch canary-lnext #",
+      "x\r touch canary-cr #", "x\4touch canary-eof #", "x\26touch canary-susp #", "x\28touch canary-quit #",
+      "x\15touch canary-discard #", "x\18touch canary-reprint #", "\27[201~\21touch canary-paste #",
+      "x\9\9touch canary-tab #", "x\19touch canary-stop #\17", "x\n touch canary-nl \n",
+    }
+
+    for _, shell in ipairs({ "bash", "dash" }) do
+      it(shell .. " -i: attack lines (^U, ^C, ^W, DEL, ^H, ^V, CR, ^D, ^Z, ^\\, ^O, ^R, ESC, tab, ^S/^Q) run the argv",
+        function()
+          for i, a in ipairs(ATTACKS) do
+            local spec = { config = { mode = ({ "", "bwrap", "docker" })[i % 3 + 1] },
+              workdir = "/srv/" .. a:gsub("/", "_"),
+              command = a, binds = { "$HOME/" .. a:gsub("[/:]", "_") }, ro_binds = { "/srv/r" .. a:gsub("[/:]", "_") } }
+            if spec.config.mode == "docker" then spec.workdir = spec.workdir:gsub(":", "_") end
+            local argv = assert(isolation.argv(spec))
+            assert.are.same(expected(argv, "/home/agent"), type_line(shell, assert(isolation.wrap(spec))), a)
+          end
+          assert_no_canary()
+        end)
+
+      it(shell .. " -i: 40 generated lines with every control byte, in every mode", function()
+        pieces = TYPED_PIECES
+        local ok, err = pcall(function()
+          local kinds = { "bwrap", "bwrap-deny", "docker", "none" }
+          for i = 1, 40 do
+            local spec = gen_spec(kinds[i % 4 + 1])
+            spec.command = spec.command .. CONTROL[i % #CONTROL + 1] .. word(rand(8))
+            local argv = assert(isolation.argv(spec))
+            assert.are.same(expected(argv, "/home/agent"), type_line(shell, assert(isolation.wrap(spec))))
+          end
+        end)
+        pieces = PIECES
+        assert(ok, err)
+        assert_no_canary()
+      end)
+
+      it(shell .. " -i: a line longer than a tty keeps (4095 bytes) runs exactly the argv, no quote cut", function()
+        -- the cut at 4095 would fall inside or after the '\'' of the quote
+        for k = 4075, 4085 do
+          local spec = { command = ("A"):rep(k) .. "'\ntouch canary-long-" .. k .. "\n" }
+          local argv = assert(isolation.argv(spec))
+          assert.are.same(expected(argv, "/home/agent"), type_line(shell, assert(isolation.wrap(spec))))
+        end
+        assert_no_canary()
+      end)
     end
   end)
 end)
