@@ -27,7 +27,7 @@ describe("a command starting with - or +", function()
     work = dir .. "/work"
     bin = work .. "/bin"
     stubs = dir .. "/stubs"
-    assert(os.execute("mkdir -p " .. shq(bin) .. " " .. shq(stubs)))
+    assert(os.execute("mkdir -p " .. shq(bin) .. " " .. shq(stubs) .. " " .. shq(dir .. "/home")))
     for _, c in ipairs(COMMANDS) do
       helpers.write(bin .. "/" .. c, "#!/bin/sh\necho \"ran " .. c .. " with $# arguments\"\n")
       assert(os.execute("chmod +x " .. shq(bin .. "/" .. c)))
@@ -113,7 +113,8 @@ describe("a command starting with - or +", function()
           for _, c in ipairs(COMMANDS) do
             local line = assert(isolation.wrap({ config = { mode = "bwrap", network = "deny" }, workdir = work,
               command = c, proxy_socket = rundir .. "/proxy.sock", proxy_port = PORT_BASE + index,
-              bridge = bridge }))
+              -- the sanitizer build has no isolation.BRIDGE beside it
+              bridge = bridge, bridge_path = isolation.BRIDGE or cli.ROOT .. "/build/isolation-bridge" }))
             assert_ran(c, run_line(line))
           end
         end)
@@ -128,7 +129,9 @@ describe("a command starting with - or +", function()
         for _, c in ipairs(COMMANDS) do
           local argv = { table.unpack(args) }
           for _, a in ipairs({ "--workdir", work, "--", c }) do argv[#argv + 1] = a end
-          local status, out, err = cli.isolate(argv, { env = { "PATH=" .. bin .. ":/usr/sbin:/usr/bin:/sbin:/bin" } })
+          -- a usable HOME: CI may run with none
+          local status, out, err = cli.isolate(argv,
+            { env = { "PATH=" .. bin .. ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" .. dir .. "/home" } })
           assert_ran(c, status, out, err)
         end
       end)
