@@ -38,12 +38,19 @@
 /* Control bytes spelled by one printf (4 bytes of escape each). */
 #define WRAP_ESCAPE_RUN 32
 
-/* Bytes after the last newline in b. */
+/*
+ * Bytes after the last newline in b. Any count from WRAP_LINE_MAX up means
+ * the same (break now), so the search looks back no further.
+ */
 static size_t line_column(luaL_Buffer *b)
 {
-    const char *nl = memrchr(luaL_buffaddr(b), '\n', luaL_bufflen(b));
-    return nl ? luaL_bufflen(b) - (size_t)(nl + 1 - luaL_buffaddr(b))
-              : luaL_bufflen(b);
+    size_t n = luaL_bufflen(b);
+    size_t back = n < WRAP_LINE_MAX ? n : WRAP_LINE_MAX;
+    const char *end = luaL_buffaddr(b) + n;
+    const char *nl = memrchr(end - back, '\n', back);
+    if (nl)
+        return (size_t)(end - nl - 1);
+    return back; /* n, or WRAP_LINE_MAX when the line is at least that */
 }
 
 /* A quote, a newline (resets the line) or a control byte. */
@@ -61,16 +68,18 @@ static bool is_special(unsigned char c)
  * '\<newline>' and reopened: outside quotes every POSIX shell removes a
  * backslash-newline, so the word is unchanged. A break waits for the end
  * of a UTF-8 sequence (a few bytes at most). Plain runs are copied whole.
+ * col is the line's length before, the return value its length after.
  */
-static void add_single_quoted(luaL_Buffer *b, const char *s, size_t len)
+static size_t add_quoted(luaL_Buffer *b, size_t col, const char *s, size_t len)
 {
-    size_t col = line_column(b) + 1;
+    col++;
     luaL_addchar(b, '\'');
     size_t i = 0;
     while (i < len) {
         size_t room = col < WRAP_LINE_MAX ? WRAP_LINE_MAX - col : 0;
+        size_t stop = len - i < room ? len : i + room;
         size_t j = i;
-        while (j < len && j - i < room && !is_special((unsigned char)s[j]))
+        while (j < stop && !is_special((unsigned char)s[j]))
             j++;
         luaL_addlstring(b, s + i, j - i);
         col += j - i;
@@ -109,13 +118,22 @@ static void add_single_quoted(luaL_Buffer *b, const char *s, size_t len)
         }
     }
     luaL_addchar(b, '\'');
+    return col + 1;
+}
+
+static void add_single_quoted(luaL_Buffer *b, const char *s, size_t len)
+{
+    add_quoted(b, line_column(b), s, len);
 }
 
 static void add_element(luaL_Buffer *b, const char *s, size_t len)
 {
+    size_t col = line_column(b);
     /* after the separator, outside any quote: continue on the next line */
-    if (line_column(b) >= WRAP_LINE_MAX)
+    if (col >= WRAP_LINE_MAX) {
         luaL_addstring(b, "\\\n");
+        col = 0;
+    }
     if (len == 0) {
         luaL_addstring(b, "''");
         return;
@@ -125,11 +143,13 @@ static void add_element(luaL_Buffer *b, const char *s, size_t len)
         if (i < len && s[i] != '\0')
             continue;
         if (i > start)
-            add_single_quoted(b, s + start, i - start);
+            col = add_quoted(b, col, s + start, i - start);
         if (i < len) {
             i++;
-            luaL_addstring(b, s[i] == 'H' ? "\"" TOKEN_HOME_TEXT "\""
-                                          : "\"" TOKEN_USER_TEXT "\"");
+            const char *token = s[i] == 'H' ? "\"" TOKEN_HOME_TEXT "\""
+                                            : "\"" TOKEN_USER_TEXT "\"";
+            luaL_addstring(b, token);
+            col += strlen(token);
             start = i + 1;
         }
     }
