@@ -498,5 +498,30 @@ describe("wrap", function()
         assert_no_canary()
       end)
     end
+
+    it("bash -i: long lines typed ahead while the pane still runs a command (the tty in canonical mode)", function()
+      -- one window per line, each with its own argv file; the lines arrive
+      -- during the sleep, before bash's line editor reads the terminal
+      local outs = {}
+      for k = 4076, 4084, 2 do
+        local out = dir .. "/ahead-" .. k .. ".argv"
+        outs[k] = out
+        local env = "env -i PATH=" .. q(typed_stubs) .. ":/usr/bin:/bin HOME=/home/agent ARGV_OUT=" .. q(out)
+        assert.are.equal(0, (tmux("new-window -d -t bash: -n ahead" .. k .. " -c " .. q(marker_dir) .. " "
+          .. q(env .. " /bin/sh -c 'sleep 1; exec /bin/bash --norc --noprofile -i'"))))
+        local spec = { command = ("A"):rep(k) .. "'\ntouch canary-ahead-" .. k .. "\n" }
+        assert.are.equal(0, (tmux("send-keys -t bash:ahead" .. k .. " -l " .. q(assert(isolation.wrap(spec))))))
+        assert.are.equal(0, (tmux("send-keys -t bash:ahead" .. k .. " Enter")))
+      end
+      local deadline = uv.hrtime() + 15e9
+      for k, out in pairs(outs) do
+        while not helpers.read(out) and uv.hrtime() < deadline do uv.sleep(20) end
+        local got = split_nul(assert(helpers.read(out), "typed ahead, line " .. k .. " did not run the stand-in"))
+        got[1] = got[1]:match("[^/]+$")
+        local spec = { command = ("A"):rep(k) .. "'\ntouch canary-ahead-" .. k .. "\n" }
+        assert.are.same(expected(assert(isolation.argv(spec)), "/home/agent"), got)
+      end
+      assert_no_canary()
+    end)
   end)
 end)
