@@ -98,6 +98,16 @@ static size_t add_quoted(luaL_Buffer *b, size_t col, const char *s, size_t len)
         } else if (c == '\n') {
             luaL_addchar(b, '\n');
             col = 0;
+            /*
+             * bash -i reads the first byte of a line typed inside a quote
+             * as more than text: ^ as ^old^new^, a byte from 0x80 in the C
+             * locale as a meta key (0xa3, M-#, ends the line). Such a line
+             * starts with '' (close and reopen) instead.
+             */
+            if (i < len) {
+                luaL_addstring(b, "''");
+                col = 2;
+            }
         } else if (!is_special(c)) {
             luaL_addchar(b, (char)c); /* a UTF-8 continuation at the limit */
             col++;
