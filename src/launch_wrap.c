@@ -21,8 +21,9 @@
  * WRAP_LINE_MAX: a tty in canonical mode (dash -i, any shell's typeahead)
  * keeps 4095 bytes of a line on Linux, 1023 on BSD, and drops the rest up
  * to the newline, which could leave a quote closed where the line meant it
- * open. Both are done in add_single_quoted and add_element, which find
- * the current line's length in the buffer itself.
+ * open. Both are done in add_quoted (and add_element between words),
+ * which find the current line's length in the buffer itself, so that a
+ * prologue written before the elements counts too.
  */
 #include "launch.h"
 
@@ -114,6 +115,7 @@ static size_t add_quoted(luaL_Buffer *b, size_t col, const char *s, size_t len)
         } else {
             luaL_addstring(b, "'\"$(printf '");
             size_t end = j + WRAP_ESCAPE_RUN < len ? j + WRAP_ESCAPE_RUN : len;
+            /* the run: control bytes only (not a quote, not a newline) */
             for (i = j; i < end && is_special((unsigned char)s[i]) &&
                         s[i] != '\'' && s[i] != '\n';
                  i++) {
