@@ -15,7 +15,7 @@ end
 --- a command substitution that prints the program's name) replaced by the
 --- quoted name: what the rest of the line looks like to a reader.
 function helpers.line_body(line)
-  local body = line:gsub('^"%$%(.-; command printf %%s (\'[^\']*\')%)"', "%1", 1)
+  local body = line:gsub('^"%$%(.-[;\n] ?command printf %%s (\'[^\']*\')%)"', "%1", 1)
   return body
 end
 

@@ -159,7 +159,7 @@ describe("bwrap_argv", function()
       }))
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
         { "--bind", "/srv/project", "/srv/project" }, protect_bwrap("/srv/project"), { "--chdir", "/srv/project" },
-        CAPS, UNSHARE, { "--", "bash", "-c", "run --it" }), argv)
+        CAPS, UNSHARE, { "--", "bash", "-c", "--", "run --it" }), argv)
     end)
 
     it(agent .. ", network deny: the exact argv, socket as a single file, bridge script", function()
@@ -173,7 +173,7 @@ describe("bwrap_argv", function()
         { "--bind", "/var/lib/lectern/s1.sock", SOCK, "--chdir", "/srv/project", "--cap-drop", "ALL",
           "--unshare-user", "--disable-userns",
           "--unshare-net" },
-        UNSHARE, { "--", "bash", "-c", script, "bash", "run --it" }), argv)
+        UNSHARE, { "--", "bash", "-c", "--", script, "bash", "run --it" }), argv)
       -- listening address first, then the socket
       assert.truthy(script:find("socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:" .. SOCK, 1, true))
       -- waits for the listener in its own /proc/net/tcp: 127.0.0.1:3128 = 0100007F:0C38, state 0A
@@ -185,7 +185,7 @@ describe("bwrap_argv", function()
       -- Node's built-in fetch ignores the proxy variables without it
       assert.truthy(script:find(" NODE_USE_ENV_PROXY=1;", 1, true))
       -- the command is $1, never spliced into the script
-      assert.are.equal('exec bash -c "$1"', script:sub(-#'exec bash -c "$1"'))
+      assert.are.equal('exec bash -c -- "$1"', script:sub(-#'exec bash -c -- "$1"'))
       assert.is_nil(script:find("run --it", 1, true))
       -- the bridge starts, then the wait, then the exports, then the command
       local s, w, e, x = script:find("socat", 1, true), script:find("/proc/net/tcp", 1, true),
@@ -218,12 +218,12 @@ describe("bwrap_argv", function()
     }))
     assert.truthy(index_of(argv, "--ro-bind", "/opt/isolation/isolation-bridge", "/opt/isolation/isolation-bridge"))
     local script = argv[#argv - 3]
-    assert.are.same({ "bash", "c", "/opt/isolation/isolation-bridge" },
-      { argv[#argv - 2], argv[#argv - 1], argv[#argv] })
+    assert.are.same({ "-c", "--", script, "bash", "c", "/opt/isolation/isolation-bridge" },
+      { table.unpack(argv, #argv - 5) })
     assert.truthy(script:find('^"%$2" 3128 ' .. SOCK:gsub("%p", "%%%0") .. " "))
     assert.is_nil(script:find("socat", 1, true))
     assert.truthy(script:find("exit 126", 1, true))
-    assert.truthy(script:find('exec bash -c "$1"', 1, true))
+    assert.truthy(script:find('exec bash -c -- "$1"', 1, true))
   end)
 
   it("builtin bridge defaults to isolation.BRIDGE and is refused when there is none", function()
@@ -402,7 +402,7 @@ describe("bwrap_argv", function()
       assert.are.same(with_fd_argv, argv)
       assert.are.same(argv, from_bwrap(assert(isolation.argv(spec))))
       assert.are_not.same(without_argv, argv)
-      assert.truthy(index_of(argv, "--seccomp", "3", "--", "bash", "-c"))
+      assert.truthy(index_of(argv, "--seccomp", "3", "--", "bash", "-c", "--"))
       for _, v in ipairs(argv) do assert.is_nil(v:find("tty.bpf", 1, true)) end
       -- the line is seccomp_fd = 3's, plus one redirection at the end, after the last argument
       local line = assert(isolation.wrap(spec))
@@ -425,7 +425,8 @@ describe("bwrap_argv", function()
     local path = "/srv/x'$(touch /tmp/PWNED)' `id` $HOME a b\\n\nc"
     local line = assert(isolation.wrap({ config = { mode = "bwrap" }, workdir = "/w", command = "c",
       seccomp_file = path }))
-    local want = " 3<'" .. path:gsub("'", "'\\''") .. "'"
+    -- a line after a raw newline starts with '' (close and reopen), for bash -i
+    local want = " 3<'" .. path:gsub("'", "'\\''"):gsub("\n", "\n''") .. "'"
     assert.are.equal(want, line:sub(-#want))
     -- the only double quotes in bwrap's part are the --tmpfs "$HOME" token's
     local body = helpers.line_body(line)
@@ -503,7 +504,7 @@ describe("docker_argv", function()
           network == "deny" and { "--network", "none" } or {},
           { "-v", "/srv/p:/srv/p", "-w", "/srv/p" }, agent_docker(agent),
           { "-e", "HOME=$HOME" }, docker_env(agent), protect_docker("/srv/p"),
-          { "debian:bookworm-slim", "bash", "-c", "run it" }), argv)
+          { "debian:bookworm-slim", "bash", "-c", "--", "run it" }), argv)
       end)
     end
   end
@@ -521,7 +522,7 @@ describe("docker_argv", function()
       "-e", "SSL_CERT_FILE=/etc/ca.pem", "-e", "NODE_EXTRA_CA_CERTS=/etc/ca.pem",
       "-e", "REQUESTS_CA_BUNDLE=/etc/ca.pem", "-e", "GIT_SSL_CAINFO=/etc/ca.pem",
       "-e", "CARGO_HTTP_CAINFO=/etc/ca.pem", "-e", "CURL_CA_BUNDLE=/etc/ca.pem" }, protect_docker("/srv/p"),
-      { "ghcr.io/example/agent:1", "bash", "-c", "c" }), argv)
+      { "ghcr.io/example/agent:1", "bash", "-c", "--", "c" }), argv)
   end)
 
   it("refuses a mount point given twice (docker would), naming both", function()
@@ -546,7 +547,7 @@ describe("docker_argv", function()
     spec.seccomp_fd = 3
     assert.are.same(without, assert(isolation.docker_argv(spec)))
     assert.are.same(without, assert(isolation.argv(spec)))
-    assert.are.same({ "bash", "-c", "c" }, assert(isolation.argv({ command = "c", seccomp_fd = 3 })))
+    assert.are.same({ "bash", "-c", "--", "c" }, assert(isolation.argv({ command = "c", seccomp_fd = 3 })))
   end)
 
   it("accepts seccomp_file and does not use it; no redirection in docker's or mode \"\"'s line", function()
@@ -559,8 +560,8 @@ describe("docker_argv", function()
     spec.seccomp_fd = 5
     assert.are.equal(line, assert(isolation.wrap(spec)))
     spec = { command = "c", seccomp_file = "/etc/isolation/tty.bpf" }
-    assert.are.same({ "bash", "-c", "c" }, assert(isolation.argv(spec)))
-    assert.are.equal("'bash' '-c' 'c'", assert(isolation.wrap(spec)))
+    assert.are.same({ "bash", "-c", "--", "c" }, assert(isolation.argv(spec)))
+    assert.are.equal("'bash' '-c' '--' 'c'", assert(isolation.wrap(spec)))
   end)
 
   it("needs no proxy_socket for deny (--network none has no bridge)", function()
@@ -583,9 +584,9 @@ describe("docker_argv", function()
 end)
 
 describe("argv", function()
-  it("dispatches on the config's mode; mode \"\" is bash -c command", function()
-    assert.are.same({ "bash", "-c", "echo hi" }, isolation.argv({ command = "echo hi" }))
-    assert.are.same({ "bash", "-c", "echo hi" }, isolation.argv({ config = { mode = "" }, workdir = "/w",
+  it("dispatches on the config's mode; mode \"\" is bash -c -- command", function()
+    assert.are.same({ "bash", "-c", "--", "echo hi" }, isolation.argv({ command = "echo hi" }))
+    assert.are.same({ "bash", "-c", "--", "echo hi" }, isolation.argv({ config = { mode = "" }, workdir = "/w",
       command = "echo hi" }))
     local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c", proxy_socket = "/p" }
     -- bwrap behind env -i (the clean environment, launch_env.c)

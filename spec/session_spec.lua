@@ -195,7 +195,7 @@ describe("session launch policy", function()
     assert.is_nil(s.badge)
     assert.is_nil(s.proxy_socket)
     assert.same({}, glue.sockets(f.dir))
-    assert.equal("'bash' '-c' 'sleep 30'", f.cmdline)
+    assert.equal("'bash' '-c' '--' 'sleep 30'", f.cmdline)
   end)
 
   it("uses the project default for an override that is JSON null", function()

@@ -20,11 +20,33 @@ local PIECES = {
   "'", '"', "$", "`", "\\", " ", "\n", "\t", "*", "?", "-", "--", "é", "日本", ";", "|", "&", "(", ")",
   "{", "}", "~", "!", "#", "%", "<", ">", "$HOME", "${HOME}", "$(id)", "`id`", "'\\''", "\"$HOME\"",
   "a", "b", "x", "1", ".", "..", "=", ",", "[", "]", "^", "+", "@", "\r", "\27[0m", "\xff", "\x80\xc3",
+  "\21", "\3", "\127", "\4", "\22", "\23", "\27[201~", "\n^", "\n!!", "^x^y^", "\n\xc2\xa3", "\n\xa3",
 }
+
+-- every byte a terminal or line editor may act on: C0 but NUL (refused), and DEL
+local CONTROL = {}
+for b = 1, 31 do CONTROL[#CONTROL + 1] = string.char(b) end
+CONTROL[#CONTROL + 1] = "\127"
+
+-- tmux send-keys drops bytes that are not UTF-8 and the C1 controls: typed
+-- lines are made of valid UTF-8 only, with every control byte among them
+local TYPED_PIECES = {}
+for _, p in ipairs(PIECES) do
+  if p ~= "\xff" and p ~= "\x80\xc3" and p ~= "\n\xa3" then TYPED_PIECES[#TYPED_PIECES + 1] = p end
+end
+for _, c in ipairs(CONTROL) do TYPED_PIECES[#TYPED_PIECES + 1] = c end
+
+-- true when the line holds a raw control byte other than newline
+local function has_raw_control(line)
+  return line:find("[\1-\9\11-\31\127]") ~= nil
+end
+
+-- what words are made of; the typed-line specs swap in TYPED_PIECES
+local pieces = PIECES
 
 local function word(len)
   local t = {}
-  for i = 1, len do t[i] = PIECES[rand(#PIECES)] end
+  for i = 1, len do t[i] = pieces[rand(#pieces)] end
   return table.concat(t)
 end
 
@@ -78,6 +100,16 @@ local function gen_spec(kind)
   }
   for i = 1, rand(3) - 1 do spec.binds[i] = bind_path(docker) end
   for i = 1, rand(3) - 1 do spec.ro_binds[i] = bind_path(docker) end
+  if docker then
+    -- docker refuses a mount point given twice: make each path distinct
+    local seen = { [spec.workdir] = true }
+    for _, list in ipairs({ spec.binds, spec.ro_binds }) do
+      for i, p in ipairs(list) do
+        while seen[p] do p = p .. "/" .. i end
+        list[i], seen[p] = p, true
+      end
+    end
+  end
   if kind == "bwrap-deny" then
     spec.config = { mode = "bwrap", network = "deny" }
     spec.proxy_socket = abs_path(false)
@@ -129,6 +161,13 @@ local function expected(argv, home)
   return out
 end
 
+-- The first element where two argvs differ, both %q-quoted (nil: none).
+local function first_difference(want, got)
+  for i = 1, math.max(#want, #got) do
+    if want[i] ~= got[i] then return ("element %d: want %q, got %q"):format(i, want[i], got[i]) end
+  end
+end
+
 local function tbl_index(t, v)
   for i, x in ipairs(t) do if x == v then return i end end
 end
@@ -163,11 +202,11 @@ describe("wrap", function()
     helpers.rmtree(dir)
   end)
 
-  -- Runs the line with /bin/sh under exactly HOME, PATH (the stand-ins
+  -- Runs the line with /bin/sh (or `shell`) under exactly HOME, PATH (the stand-ins
   -- first), a canary secret and `vars` ({NAME = value}); the working
   -- directory is the marker directory, where a breakout would land.
   -- Returns the stand-in's argv and its environment ({NAME = value}).
-  local function run_line(line, home, vars)
+  local function run_line(line, home, vars, shell)
     local out, env_out = dir .. "/argv.out", dir .. "/env.out"
     os.remove(out)
     os.remove(env_out)
@@ -175,7 +214,7 @@ describe("wrap", function()
     for k, v in pairs(vars or {}) do assigns[#assigns + 1] = q(k .. "=" .. v) end
     local code, _, err = helpers.run("cd " .. q(marker_dir) .. " && exec env -i HOME=" .. q(home) .. " PATH="
       .. q(stubs .. ":/usr/bin:/bin") .. " CANARY_SECRET=leaked " .. table.concat(assigns, " ")
-      .. " /bin/sh -c " .. q(line))
+      .. " " .. (shell or "/bin/sh") .. " -c " .. q(line))
     assert.are.equal(0, code, err)
     local got = split_nul(assert(helpers.read(out), "the stand-in did not run"))
     got[1] = got[1]:match("[^/]+$")
@@ -208,7 +247,7 @@ describe("wrap", function()
     return want
   end
 
-  it("runs exactly the argv for 400 generated specs (bwrap allow/deny, docker, none), two HOMEs", function()
+  it("runs exactly the argv for 400 generated specs (bwrap allow/deny, docker, none), two HOMEs, sh, bash", function()
     local homes = { "/home/agent", "/tmp/ho me'q\"$x`y" }
     local kinds = { "bwrap", "bwrap-deny", "docker", "none" }
     local n = 0
@@ -218,6 +257,7 @@ describe("wrap", function()
       assert(argv, err)
       local line = assert(isolation.wrap(spec))
       assert.is_nil(line:find("%z"))
+      assert.is_false(has_raw_control(line), line)
       local home = homes[i % 2 + 1]
       -- the running shell sets some of the names, to hostile values, and not UNSET_ONE
       local vars = { EMPTY_ONE = "" }
@@ -226,10 +266,18 @@ describe("wrap", function()
           vars[name] = word(rand(8))
         end
       end
-      local got, env = run_line(line, home, vars)
+      local shell = i % 3 == 0 and "/bin/bash" or "/bin/sh"
+      local got, env = run_line(line, home, vars, shell)
       assert.are.same(expected(argv, home), got, line)
       if spec.config.mode == "bwrap" then
-        assert.are.same(expected_env(spec, home, vars), env, line)
+        local want = expected_env(spec, home, vars)
+        -- bash gives itself TERM=dumb (unexported) when TERM is unset, and
+        -- ${TERM+...} sees it: what the line passes is the shell's TERM
+        if shell == "/bin/bash" and vars.TERM == nil and not spec.env_inherit
+          and (spec.env_set or {}).TERM == nil then
+          want.TERM = "dumb"
+        end
+        assert.are.same(want, env, line)
         if not spec.env_inherit then assert.is_nil(env.CANARY_SECRET) end
       end
       n = n + 1
@@ -239,6 +287,97 @@ describe("wrap", function()
     local code, listing = helpers.run("ls -A " .. q(marker_dir))
     assert.are.equal(0, code)
     assert.are.equal("", listing)
+  end)
+
+  -- Each control byte at random places of one kind of element, in a mode
+  -- that puts that element in the argv.
+  local FIELD_MODES = {
+    workdir = { "bwrap", "bwrap-deny", "docker", "none" }, command = { "bwrap", "bwrap-deny", "docker", "none" },
+    binds = { "bwrap", "bwrap-deny", "docker" }, home_binds = { "bwrap", "docker" },
+    ro_binds = { "bwrap", "bwrap-deny", "docker" }, proxy_socket = { "bwrap-deny" }, ca_cert = { "bwrap", "docker" },
+    bridge_path = { "bwrap-deny" }, seccomp_file = { "bwrap", "bwrap-deny" },
+  }
+  local FIELDS = { "workdir", "command", "binds", "home_binds", "ro_binds", "proxy_socket", "ca_cert", "bridge_path",
+    "seccomp_file" }
+
+  -- s with `c` put at 1 to 3 random places after its first `keep` bytes
+  local function sprinkle(s, c, keep)
+    for _ = 1, rand(3) do
+      local at = keep + rand(#s - keep + 1) - 1
+      s = s:sub(1, at) .. c .. s:sub(at + 1)
+    end
+    return s
+  end
+
+  it("spells every C0 byte and DEL portably in every kind of element: none raw in the line, sh and bash run the argv",
+    function()
+    local files = dir .. "/ctl"
+    assert(os.execute("mkdir -p " .. q(files)))
+    local n = 0
+    for _, c in ipairs(CONTROL) do
+      for _, field in ipairs(FIELDS) do
+        local modes = FIELD_MODES[field]
+        local kind = modes[rand(#modes)]
+        local spec = gen_spec(kind)
+        if field == "workdir" then
+          spec.workdir = sprinkle(spec.workdir, c, 1)
+        elseif field == "command" then
+          -- sometimes a long run of control bytes (more than one printf takes)
+          spec.command = sprinkle(spec.command, rand(4) == 1 and c:rep(40 + rand(40)) or c, 0)
+        elseif field == "binds" or field == "ro_binds" then
+          spec[field][#spec[field] + 1] = sprinkle(abs_path(kind == "docker"), c, 1)
+        elseif field == "home_binds" then
+          spec.binds[#spec.binds + 1] = sprinkle("$HOME/" .. component(kind == "docker"), c, 6)
+        elseif field == "proxy_socket" then
+          spec.proxy_socket = sprinkle(spec.proxy_socket, c, 1)
+        elseif field == "ca_cert" then
+          spec.ca_cert = sprinkle("/etc/ca.pem", c, 1)
+        elseif field == "bridge_path" then
+          spec.bridge, spec.bridge_path = "builtin", sprinkle("/opt/isolation-bridge", c, 1)
+        else
+          -- the line opens this file for bwrap: it must exist
+          spec.seccomp_file = sprinkle(files .. "/filter.bpf", c, #files + 1)
+          helpers.write(spec.seccomp_file, "")
+        end
+        local argv = assert(isolation.argv(spec))
+        local line = assert(isolation.wrap(spec))
+        assert.is_false(has_raw_control(line), field .. ": " .. line)
+        for _, shell in ipairs({ "/bin/sh", "/bin/bash" }) do
+          local got = run_line(line, "/home/agent", nil, shell)
+          assert.are.same(expected(argv, "/home/agent"), got, shell .. ": " .. line)
+          n = n + 1
+        end
+      end
+    end
+    assert.are.equal(#CONTROL * #FIELDS * 2, n)
+    local code, listing = helpers.run("ls -A " .. q(marker_dir))
+    assert.are.equal(0, code)
+    assert.are.equal("", listing)
+  end)
+
+  it("keeps every physical line of a long line short (a tty keeps 4095 bytes of a line), the argv exact", function()
+    local longest = 0
+    for _, kind in ipairs({ "bwrap", "bwrap-deny", "docker", "none" }) do
+      local spec = gen_spec(kind)
+      spec.command = word(3000) .. ("x"):rep(5000) .. ("é"):rep(700) .. ("'"):rep(300)
+        .. CONTROL[rand(#CONTROL)]:rep(600)
+      -- distinct paths: docker refuses a mount point given twice
+      for i = 1, 60 do spec.ro_binds[i] = abs_path(kind == "docker") .. "/" .. i end
+      local line = assert(isolation.wrap(spec))
+      for physical in (line .. "\n"):gmatch("([^\n]*)\n") do
+        longest = math.max(longest, #physical)
+        -- 800 and at most one escape of 32 control bytes (144): below BSD's 1023
+        assert.is_true(#physical <= 1000, #physical .. " bytes: " .. physical:sub(1, 80))
+      end
+      -- a break never splits a UTF-8 sequence (é is C3 A9)
+      assert.truthy(line:find("é'\\\n'é"))
+      assert.is_nil(line:find("\xc3'\\\n'\xa9"))
+      for _, shell in ipairs({ "/bin/sh", "/bin/bash" }) do
+        local got = run_line(line, "/home/agent", nil, shell)
+        assert.are.same(expected(assert(isolation.argv(spec)), "/home/agent"), got)
+      end
+    end
+    assert.is_true(longest > 800, "no line was long enough to break")
   end)
 
   it("a crafted path or command cannot break out to create a file", function()
@@ -320,19 +459,19 @@ describe("wrap", function()
     assert.truthy(line:find([['--user' "$(id -u):$(id -g)"]], 1, true))
     assert.truthy(line:find([['-v' "$HOME"'/a$HOME:'"$HOME"'/a$HOME']], 1, true))
     assert.truthy(line:find([['-v' '/srv/$HOME:/srv/$HOME']], 1, true))
-    assert.truthy(line:find([['bash' '-c' 'echo $HOME $(id -u):$(id -g)']], 1, true))
+    assert.truthy(line:find([['bash' '-c' '--' 'echo $HOME $(id -u):$(id -g)']], 1, true))
     -- every double quote in the line belongs to a token
     local stripped = helpers.line_body(line):gsub('"%$HOME"', ""):gsub('"%$%(id %-u%):%$%(id %-g%)"', "")
     local outside, inside = {}, false
     for c in stripped:gmatch(".") do
       if c == "'" then inside = not inside elseif not inside then outside[#outside + 1] = c end
     end
-    assert.are.equal("", (table.concat(outside):gsub(" ", ""):gsub("\\", "")))
+    assert.are.equal("", (table.concat(outside):gsub("[ \n]", ""):gsub("\\", "")))
   end)
 
   it("a command that starts with $HOME stays literal", function()
     local line = assert(isolation.wrap({ command = "$HOME/bin/agent" }))
-    assert.are.equal([['bash' '-c' '$HOME/bin/agent']], line)
+    assert.are.equal([['bash' '-c' '--' '$HOME/bin/agent']], line)
   end)
 
   it("refuses a missing or empty command, and NUL bytes anywhere", function()
@@ -345,5 +484,158 @@ describe("wrap", function()
       assert.is_nil(line)
       assert.matches("^isolation: %a+", err)
     end
+  end)
+  -- The session docs suggest typing a manager's line into a pane with tmux
+  -- send-keys: the pane's tty and line editor then see every byte (^U kills
+  -- the line so far, ^C drops it, a tab completes, a tty in canonical mode
+  -- keeps 4095 bytes of a line). Real panes on a private tmux server, one
+  -- running bash -i and one dash -i, get generated lines and attacks; each
+  -- line must run the stand-in with exactly the argv, and no canary appear.
+  describe("typed into a tmux pane", function()
+    local uv = require("luv")
+    local sock, typed_stubs, argv_outs
+
+    local function tmux(args)
+      return helpers.run("tmux -S " .. q(sock) .. " " .. args)
+    end
+
+    -- Stand-ins in their own directory that record their argv in `out`:
+    -- written whole, then renamed, so the spec never reads half an argv.
+    -- The path is written into them (the line starts bwrap under env -i).
+    local function make_stubs(stub_dir, out)
+      assert(os.execute("mkdir -p " .. q(stub_dir)))
+      for _, name in ipairs({ "bwrap", "docker", "bash" }) do
+        helpers.write(stub_dir .. "/" .. name, "#!/bin/sh\nprintf '%s\\0' \"$0\" \"$@\" > " .. q(out .. ".part")
+          .. " && mv " .. q(out .. ".part") .. " " .. q(out) .. "\n")
+        assert(os.execute("chmod +x " .. q(stub_dir .. "/" .. name)))
+      end
+      return stub_dir
+    end
+
+    lazy_setup(function()
+      sock = dir .. "/tmux.sock"
+      argv_outs = { bash = dir .. "/typed-bash.argv", dash = dir .. "/typed-dash.argv" }
+      typed_stubs = {}
+      local shells = { bash = "/bin/bash --norc --noprofile -i", dash = "/bin/dash -i" }
+      for _, name in ipairs({ "bash", "dash" }) do
+        typed_stubs[name] = make_stubs(dir .. "/typed-bin-" .. name, argv_outs[name])
+        local env = "env -i PATH=" .. q(typed_stubs[name]) .. ":/usr/bin:/bin HOME=/home/agent"
+        local code, _, err = tmux((name == "bash" and "-f /dev/null new-session" or "new-session") .. " -d -s " .. name
+          .. " -x 250 -y 50 -c " .. q(marker_dir) .. " " .. q(env .. " " .. shells[name]))
+        assert.are.equal(0, code, err)
+      end
+    end)
+
+    lazy_teardown(function()
+      if sock then tmux("kill-server") end
+    end)
+
+    -- Types the line and Enter into the pane; returns the argv it ran.
+    local function type_line(shell, line)
+      local out = argv_outs[shell]
+      os.remove(out)
+      local code, _, err = tmux("send-keys -t " .. shell .. ": -l " .. q(line))
+      assert.are.equal(0, code, err)
+      assert.are.equal(0, (tmux("send-keys -t " .. shell .. ": Enter")))
+      local deadline = uv.hrtime() + 10e9
+      while not helpers.read(out) and uv.hrtime() < deadline do uv.sleep(20) end
+      local got = helpers.read(out)
+      if not got then
+        local _, screen = tmux("capture-pane -p -t " .. shell .. ":")
+        -- leave the pane at a fresh prompt for whoever reads the failure
+        tmux("send-keys -t " .. shell .. ": C-c")
+        error(shell .. ": the line did not run the stand-in within 10 s; the pane shows:\n" .. screen
+          .. "\nthe line: " .. line)
+      end
+      got = split_nul(got)
+      got[1] = got[1]:match("[^/]+$")
+      return got
+    end
+
+    local function assert_no_canary()
+      local code, listing = helpers.run("ls -A " .. q(marker_dir))
+      assert.are.equal(0, code)
+      assert.are.equal("", listing)
+    end
+
+    -- the reported attacks: what follows a line-kill, an interrupt, ... must
+    -- stay inside the quotes
+    local ATTACKS = {
+      "x\21touch canary-kill #", "x\3touch canary-intr #", "\21\21touch canary-kill2 #'",
+      "x\23\23\23touch canary-werase #",
+      "x\127\127\127\127touch canary-del #", "x\8\8\8\8touch canary-bs #", "x\22\21touch canary-lnext #",
+      "x\r touch canary-cr #", "x\4touch canary-eof #", "x\26touch canary-susp #", "x\28touch canary-quit #",
+      "x\15touch canary-discard #", "x\18touch canary-reprint #", "\27[201~\21touch canary-paste #",
+      "x\9\9touch canary-tab #", "x\19touch canary-stop #\17", "x\n touch canary-nl \n",
+      "x\n^x^touch canary-caret^\n!!\n!-1 !#", "x\n^\n^^\n", "x\n£\n日本\né\n",
+    }
+
+    for _, shell in ipairs({ "bash", "dash" }) do
+      it(shell .. " -i: attack lines (^U, ^C, ^W, DEL, ^H, ^V, CR, ^D, ^Z, ^\\, ^O, ^R, ESC, tab, ^S/^Q) run the argv",
+        function()
+          for i, a in ipairs(ATTACKS) do
+            local spec = { config = { mode = ({ "", "bwrap", "docker" })[i % 3 + 1] },
+              workdir = "/srv/" .. a:gsub("/", "_"),
+              command = a, binds = { "$HOME/" .. a:gsub("[/:]", "_") }, ro_binds = { "/srv/r" .. a:gsub("[/:]", "_") } }
+            if spec.config.mode == "docker" then spec.workdir = spec.workdir:gsub(":", "_") end
+            local argv = assert(isolation.argv(spec))
+            assert.are.same(expected(argv, "/home/agent"), type_line(shell, assert(isolation.wrap(spec))), a)
+          end
+          assert_no_canary()
+        end)
+
+      it(shell .. " -i: 40 generated lines with every control byte, in every mode", function()
+        pieces = TYPED_PIECES
+        local ok, err = pcall(function()
+          local kinds = { "bwrap", "bwrap-deny", "docker", "none" }
+          for i = 1, 40 do
+            local spec = gen_spec(kinds[i % 4 + 1])
+            spec.command = spec.command .. CONTROL[i % #CONTROL + 1] .. word(rand(8))
+            local argv = assert(isolation.argv(spec))
+            local want, got = expected(argv, "/home/agent"), type_line(shell, assert(isolation.wrap(spec)))
+            assert.is_nil(first_difference(want, got))
+          end
+        end)
+        pieces = PIECES
+        assert(ok, err)
+        assert_no_canary()
+      end)
+
+      it(shell .. " -i: a line longer than a tty keeps (4095 bytes) runs exactly the argv, no quote cut", function()
+        -- the cut at 4095 would fall inside or after the '\'' of the quote
+        for k = 4075, 4085 do
+          local spec = { command = ("A"):rep(k) .. "'\ntouch canary-long-" .. k .. "\n" }
+          local argv = assert(isolation.argv(spec))
+          assert.are.same(expected(argv, "/home/agent"), type_line(shell, assert(isolation.wrap(spec))))
+        end
+        assert_no_canary()
+      end)
+    end
+
+    it("bash -i: long lines typed ahead while the pane still runs a command (the tty in canonical mode)", function()
+      -- one window per line, each with its own argv file; the lines arrive
+      -- during the sleep, before bash's line editor reads the terminal
+      local outs = {}
+      for k = 4076, 4084, 2 do
+        local out = dir .. "/ahead-" .. k .. ".argv"
+        outs[k] = out
+        local stubs_k = make_stubs(dir .. "/ahead-bin-" .. k, out)
+        local env = "env -i PATH=" .. q(stubs_k) .. ":/usr/bin:/bin HOME=/home/agent"
+        assert.are.equal(0, (tmux("new-window -d -t bash: -n ahead" .. k .. " -c " .. q(marker_dir) .. " "
+          .. q(env .. " /bin/sh -c 'sleep 1; exec /bin/bash --norc --noprofile -i'"))))
+        local spec = { command = ("A"):rep(k) .. "'\ntouch canary-ahead-" .. k .. "\n" }
+        assert.are.equal(0, (tmux("send-keys -t bash:ahead" .. k .. " -l " .. q(assert(isolation.wrap(spec))))))
+        assert.are.equal(0, (tmux("send-keys -t bash:ahead" .. k .. " Enter")))
+      end
+      local deadline = uv.hrtime() + 15e9
+      for k, out in pairs(outs) do
+        while not helpers.read(out) and uv.hrtime() < deadline do uv.sleep(20) end
+        local got = split_nul(assert(helpers.read(out), "typed ahead, line " .. k .. " did not run the stand-in"))
+        got[1] = got[1]:match("[^/]+$")
+        local spec = { command = ("A"):rep(k) .. "'\ntouch canary-ahead-" .. k .. "\n" }
+        assert.are.same(expected(assert(isolation.argv(spec)), "/home/agent"), got)
+      end
+      assert_no_canary()
+    end)
   end)
 end)

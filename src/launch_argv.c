@@ -88,6 +88,7 @@ void launch_push_plain(lua_State *L, const struct launch_spec *s)
     argv_start(&b, L);
     argv_add(&b, "bash");
     argv_add(&b, "-c");
+    argv_add(&b, "--"); /* a command starting with - or + is no option */
     argv_add(&b, s->command);
 }
 

@@ -352,6 +352,9 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
     argv_add(&b, "--");
     argv_add(&b, "bash");
     argv_add(&b, "-c");
+    /* -- ends bash's options: a command (or script) starting with - or + is
+     * the text to run, and what follows it is $0, $1, ... as without -- */
+    argv_add(&b, "--");
     if (!s->deny) {
         argv_add(&b, s->command);
         return;

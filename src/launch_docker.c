@@ -84,5 +84,6 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
     argv_add(&b, s->docker_image);
     argv_add(&b, "bash");
     argv_add(&b, "-c");
+    argv_add(&b, "--"); /* a command starting with - or + is no option */
     argv_add(&b, s->command);
 }

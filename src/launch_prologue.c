@@ -18,9 +18,10 @@
  *
  * The substitution is a subshell of the shell that runs the line: it may
  * cd and set variables without touching the caller's. It is POSIX sh
- * (dash and bash), one physical line, uses no `!` (an interactive bash
- * would expand it as history inside the double quotes), calls cd and
- * printf through `command` (a user's cd function or alias must not print
+ * (dash and bash), on a few short physical lines (each a statement of the
+ * substitution: a typed line stays under a terminal's limit), uses no `!` (an
+ * interactive bash would expand it as history inside the double quotes), calls
+ * cd and printf through `command` (a user's cd function or alias must not print
  * into the program name) and keeps every status 0 on the success path (a
  * caller's `set -e` is inherited by dash's subshells). It forks nothing but
  * itself: cd, printf, case and [ are builtins.
@@ -58,21 +59,21 @@ static void add_home_check(luaL_Buffer *b)
                 "or ..: the line mounts an empty directory at $HOME (got "
                 "HOME=\"%s\")",
                 "\"$HOME\"");
-    luaL_addstring(b, ";; /*) ;; *) ");
+    luaL_addstring(b, ";;\n/*) ;; *) ");
     add_refusal(b,
                 "HOME is unset, empty or relative (got HOME=\"%s\"): the "
                 "line mounts an empty directory at $HOME; set HOME to your "
                 "home directory",
                 "\"${HOME-}\"");
-    luaL_addstring(b, ";; esac; h=; "
+    luaL_addstring(b, ";; esac\nh=; "
                       "if command cd -P -- \"$HOME\" >/dev/null 2>&1; then "
                       "case $PWD in //*) h=${PWD#/};; *) h=$PWD;; esac; "
                       "elif [ -e \"$HOME\" ] || [ -h \"$HOME\" ]; then ");
     add_refusal(b, "HOME (%s) is not a directory this shell can enter",
                 "\"$HOME\"");
-    luaL_addstring(b, "; fi; case $h in /) ");
+    luaL_addstring(b, "; fi\ncase $h in /) ");
     add_refusal(b, "HOME (%s) resolves to /", "\"$HOME\"");
-    luaL_addstring(b, ";; esac; ");
+    luaL_addstring(b, ";; esac\n");
 }
 
 /*
@@ -93,7 +94,7 @@ static void add_paths_check(luaL_Buffer *b)
                 "would see (and, read-write, change) the whole home; use a "
                 "directory inside it",
                 "\"$1\" \"$2\" \"$h\"");
-    luaL_addstring(b, ";; esac; fi; shift 2; done; ");
+    luaL_addstring(b, ";; esac; fi; shift 2; done\n");
 }
 
 static void add_pair(luaL_Buffer *b, const char *field, const char *path,
@@ -147,7 +148,7 @@ void launch_add_prologue(luaL_Buffer *b, const struct launch_spec *s,
         add_pair(b, "proxy_socket", s->proxy_socket, add_word);
     if (s->bridge_path)
         add_pair(b, "bridge_path", s->bridge_path, add_word);
-    luaL_addstring(b, "; ");
+    luaL_addstring(b, "\n");
     add_paths_check(b);
     luaL_addstring(b, "command printf %s ");
     add_word(b, program, len);

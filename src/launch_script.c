@@ -57,7 +57,7 @@ void launch_push_deny_script(lua_State *L, const struct launch_spec *s)
     lua_pushfstring(L,
                     "export HTTP_PROXY=%s HTTPS_PROXY=%s http_proxy=%s "
                     "https_proxy=%s NO_PROXY= no_proxy= "
-                    "NODE_USE_ENV_PROXY=1; exec bash -c \"$1\"",
+                    "NODE_USE_ENV_PROXY=1; exec bash -c -- \"$1\"",
                     proxy, proxy, proxy, proxy);
     luaL_addvalue(&b);
     luaL_pushresult(&b);
