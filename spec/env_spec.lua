@@ -246,7 +246,7 @@ describe("sandbox environment", function()
     text = assert(isolation.dry_run({ command = "c", env_pass = { "A" }, env_set = { B = "x" } }))
     assert.truthy(text:find("environment: the launching shell's, unchanged (env_pass, env_set and env_inherit "
       .. "apply to bwrap and docker only)", 1, true), text)
-    assert.are.same({ "bash", "-c", "c" }, assert(isolation.argv({ command = "c", env_set = { B = "x" } })))
+    assert.are.same({ "bash", "-c", "--", "c" }, assert(isolation.argv({ command = "c", env_set = { B = "x" } })))
   end)
 
   it("AGENT_ENV lists each agent's own names; the base is SANDBOX_ENV", function()
