@@ -51,6 +51,20 @@ void launch_push_display(lua_State *L, const char *s);
 #define SECCOMP_FD_REDIRECT_MAX 9
 
 enum launch_mode { MODE_NONE, MODE_BWRAP, MODE_DOCKER };
+enum limits_via { VIA_NONE, VIA_SYSTEMD, VIA_CGROUP, VIA_RLIMIT };
+
+/* limits (launch_limits.c): 0 means not set */
+#define LIMITS_BYTES_MAX ((lua_Integer)1 << 50)
+#define LIMITS_COUNT_MAX ((lua_Integer)1 << 22)
+#define LIMITS_TIME_MAX ((lua_Integer)366 * 24 * 3600)
+#define LIMITS_CPU_MAX 4096.0
+/* seconds between timeout's SIGTERM and its SIGKILL */
+#define LIMITS_TIME_GRACE 5
+struct launch_limits {
+    lua_Integer memory, pids, tmpfs, nofile, time;
+    double cpu;
+    enum limits_via via;
+};
 enum launch_bridge { BRIDGE_SOCAT, BRIDGE_BUILTIN };
 
 /* A launch spec, checked. Strings point into Lua values kept on the stack. */
@@ -77,6 +91,7 @@ struct launch_spec {
      */
     int seccomp_fd;
     const char *seccomp_file; /* NULL when not given; bwrap only */
+    struct launch_limits limits;
 };
 
 /*
@@ -158,6 +173,28 @@ void launch_argv_publish(lua_State *L, int idx);
  * for a bwrap spec with seccomp_file, with the redirection that opens it.
  */
 void launch_push_wrapped(lua_State *L, int idx, const struct launch_spec *s);
+
+/*
+ * limits and limits_via of the spec at idx (after the config: the mode
+ * decides what is enforceable): 1, or 0 with the message pushed.
+ */
+int launch_limits_read(lua_State *L, int idx, struct launch_spec *s);
+const char *launch_limits_via_name(enum limits_via via);
+const char *launch_limits_cgroup_prologue(void);
+/* Pushes a new table: the programs argv() and wrap() put before bwrap. */
+void launch_limits_push_prefix(lua_State *L, const struct launch_spec *s);
+/* Puts that prefix in front of the internal argv at argv_idx. */
+void launch_limits_prepend(lua_State *L, int argv_idx,
+                           const struct launch_spec *s);
+/* docker run's limit flags (before the image), and its in-container time. */
+void launch_limits_add_docker(struct argv_buf *b, const struct launch_spec *s);
+void launch_limits_add_docker_time(struct argv_buf *b,
+                                   const struct launch_spec *s);
+
+/* Adds dry_run's lines on what enforces each limit. */
+struct luaL_Buffer;
+void launch_limits_add_dry_run(struct luaL_Buffer *b, lua_State *L,
+                               const struct launch_spec *s);
 
 /* Pushes the dry-run text. */
 void launch_push_dry_run(lua_State *L, const struct launch_spec *s);

@@ -90,6 +90,8 @@ void launch_push_for_mode(lua_State *L, const struct launch_spec *s)
     switch (s->mode) {
     case MODE_BWRAP:
         launch_push_bwrap(L, s);
+        /* what enforces the limits runs in front of bwrap */
+        launch_limits_prepend(L, -1, s);
         break;
     case MODE_DOCKER:
         launch_push_docker(L, s);

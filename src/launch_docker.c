@@ -79,7 +79,9 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
             argv_add_top(&b);
         }
     }
+    launch_limits_add_docker(&b, s);
     argv_add(&b, s->docker_image);
+    launch_limits_add_docker_time(&b, s);
     argv_add(&b, "bash");
     argv_add(&b, "-c");
     argv_add(&b, s->command);

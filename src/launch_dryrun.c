@@ -214,6 +214,8 @@ void launch_push_dry_run(lua_State *L, const struct launch_spec *s)
                            "target, without isolation\nnetwork: the host's, "
                            "unchanged\n");
     }
+    if (s->mode != MODE_NONE)
+        launch_limits_add_dry_run(&b, L, s);
     add_command(&b, L, s->command);
     luaL_pushresult(&b);
 }

@@ -16,7 +16,8 @@
 static const char *const spec_keys[] = {
     "config",      "agent", "workdir",    "command",      "proxy_socket",
     "proxy_port",  "binds", "ro_binds",   "ca_cert",      "bridge",
-    "bridge_path", "tty",   "seccomp_fd", "seccomp_file", NULL};
+    "bridge_path", "tty",   "seccomp_fd", "seccomp_file", "limits",
+    "limits_via",  NULL};
 
 /*
  * Host paths that are never bound, as a workdir or a bind: the root, the
@@ -197,7 +198,8 @@ static int check_keys(lua_State *L, int idx)
                             "(accepted: config, agent, workdir, command, "
                             "proxy_socket, proxy_port, binds, ro_binds, "
                             "ca_cert, bridge, bridge_path, tty, "
-                            "seccomp_fd, seccomp_file)",
+                            "seccomp_fd, seccomp_file, limits, "
+                            "limits_via)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -459,6 +461,9 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     }
 
     if (!read_seccomp_fd(L, idx, s) || !read_seccomp_file(L, idx, s))
+        return 0;
+
+    if (!launch_limits_read(L, idx, s))
         return 0;
 
     if (s->mode == MODE_BWRAP && s->deny && !s->proxy_socket)

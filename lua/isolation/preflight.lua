@@ -253,9 +253,11 @@ local function tty_check(env, out)
   end
 end
 
--- A cgroup the limits could live in: a cgroup2 directory that offers the
--- memory and pids controllers, or the v1 memory and pids hierarchies, and
--- in either case one we can make a child in.
+-- A cgroup the limits could live in, found as the cgroup prologue of the
+-- launch line finds it (src/launch_limits.c): a child of the cgroup this
+-- process is in, in the v1 memory and pids hierarchies where they are
+-- mounted, else in cgroup v2 where its cgroup.controllers offers them; in
+-- either case one we can make a child in that gets the limit files.
 local function cgroup_probe(root)
   -- Makes a child of dir and tells whether it holds `file` (the controller's
   -- limit file: the root of a hierarchy has none of its own).
@@ -266,14 +268,29 @@ local function cgroup_probe(root)
     uv.fs_rmdir(child)
     return has
   end
-  for _, v2 in ipairs({ root .. "/unified", root }) do
-    local controllers = read_setting(v2, "cgroup.controllers")
-    if controllers and controllers:find("memory") and controllers:find("pids") and child_has(v2, "cgroup.procs") then
-      return true, "cgroup v2 at " .. v2 .. " (" .. controllers .. ")"
-    end
+  local own, v2path = {}, nil
+  local f = io.open("/proc/self/cgroup")
+  for line in (f and f:read("a") or ""):gmatch("[^\n]+") do
+    local ctls, rel = line:match("^%d+:([^:]*):(.*)$")
+    if ctls == "" then v2path = rel end
+    for c in (ctls or ""):gmatch("[^,]+") do own[c] = rel end
   end
-  if child_has(root .. "/memory", "memory.limit_in_bytes") and child_has(root .. "/pids", "pids.max") then
-    return true, "cgroup v1 memory and pids hierarchies under " .. root
+  if f then f:close() end
+  local function v1(ctl)
+    return own[ctl] and uv.fs_stat(root .. "/" .. ctl) and (root .. "/" .. ctl .. own[ctl]:gsub("/$", "")) or nil
+  end
+  local mem, pids = v1("memory"), v1("pids")
+  if mem and pids and child_has(mem, "memory.limit_in_bytes") and child_has(pids, "pids.max") then
+    return true, "cgroup v1 memory and pids hierarchies (under " .. mem .. " and " .. pids .. ")"
+  end
+  for _, v2 in ipairs({ root, root .. "/unified" }) do
+    local controllers = read_setting(v2, "cgroup.controllers")
+    if controllers and controllers:find("memory") and controllers:find("pids") and v2path then
+      local dir = v2 .. v2path:gsub("/$", "")
+      if child_has(dir, "cgroup.procs") then
+        return true, "cgroup v2 under " .. dir .. " (" .. controllers .. ")"
+      end
+    end
   end
   return false, "no writable cgroup with the memory and pids controllers under " .. root
 end
@@ -359,6 +376,20 @@ function M.run(opts)
   end)
   sh("rm -rf " .. shquote(tmp))
   if not ok_run then error(err, 0) end
+  return out
+end
+
+--- Only the "limits: *" checks (systemd, cgroup, rlimit): cheap enough to
+--- run before each launch; isolation.limits.choose picks from them.
+--- opts: cgroup_root, systemd_run, prlimit, timeout (as for run).
+function M.limits_checks(opts)
+  opts = opts or {}
+  local env = {
+    cgroup_root = opts.cgroup_root or "/sys/fs/cgroup", systemd_run_name = opts.systemd_run or "systemd-run",
+    prlimit_name = opts.prlimit or "prlimit", timeout = opts.timeout or 10,
+  }
+  local out = {}
+  limits_checks(env, out)
   return out
 end
 

@@ -1,0 +1,143 @@
+-- isolation.limits: which mechanism enforces a launch's limits here, sizes
+-- as people write them, and the removal of cgroups a killed launch left.
+--
+-- The builders are pure: a spec names its mechanism (limits_via) and the
+-- line does the rest. isolate and the session manager, which may look at
+-- the machine, choose that mechanism here from isolation.preflight's own
+-- "limits: *" probes (one detector, not two): the strongest that works and
+-- can enforce every limit asked for; none is an error, never a launch
+-- without the limit.
+local uv = require("luv")
+
+local M = {}
+
+-- Strongest first: a scope systemd watches, then a cgroup the line makes,
+-- then per-process rlimits.
+M.MECHANISMS = { "systemd", "cgroup", "rlimit" }
+
+local UNITS = { [""] = 1, K = 1024, M = 1024 ^ 2, G = 1024 ^ 3, T = 1024 ^ 4 }
+
+--- "512M", "2G", "1048576" (bytes; K, M, G, T are powers of 1024, a
+--- trailing B or iB is allowed) -> bytes, or nil, err naming `field`.
+function M.parse_size(text, field)
+  field = field or "size"
+  local s = type(text) == "string" and text:upper() or ""
+  local digits, unit, suffix = s:match("^(%d+)([KMGT]?)(I?B?)$")
+  if digits and unit == "" and suffix:find("I") then digits = nil end
+  local n = digits and math.tointeger(tonumber(digits) * UNITS[unit])
+  if not n or n < 1 then
+    return nil, string.format("%s must be a positive size: bytes, or a number with K, M, G or T (512M, 2G)"
+      .. " (got %q)", field, tostring(text))
+  end
+  return n
+end
+
+-- Needs a mechanism beyond bwrap's own (tmpfs) and the ones every
+-- mechanism shares (nofile by prlimit, time by timeout).
+local function totals(limits)
+  local out = {}
+  for _, k in ipairs({ "memory", "pids", "cpu" }) do
+    if limits[k] ~= nil then out[#out + 1] = k end
+  end
+  return out
+end
+
+-- Why `via` cannot enforce `key` for this launcher, or nil when it can.
+local function cannot(via, key, uid)
+  if via ~= "rlimit" then return nil end
+  if key == "cpu" then return "RLIMIT_CPU counts CPU seconds, not cores" end
+  if key == "pids" and uid == 0 then
+    return "RLIMIT_NPROC does not apply to root (measured: root ran 30 processes under --nproc=10)"
+  end
+  return nil
+end
+
+--- The "limits: *" checks of isolation.preflight, by mechanism name.
+function M.probe(opts)
+  local preflight = require("isolation.preflight")
+  local out = {}
+  for _, c in ipairs(preflight.limits_checks(opts)) do
+    out[c.name:match("^limits: (%a+)$")] = c
+  end
+  return out
+end
+
+--- Chooses limits_via for `limits` (a launch spec's table): nil when no
+--- limit needs one, else the strongest mechanism here that enforces them
+--- all, and a line saying so; nil, err naming the limit and each mechanism
+--- tried (and why it was not used) when none can.
+--- opts: checks (from probe(); probed when absent), uid (default: ours).
+function M.choose(limits, opts)
+  opts = opts or {}
+  if type(limits) ~= "table" then return nil end
+  local need = totals(limits)
+  if #need == 0 then return nil end
+  local checks = opts.checks or M.probe()
+  local uid = opts.uid or uv.getuid()
+  local tried = {}
+  for _, via in ipairs(M.MECHANISMS) do
+    local c = checks[via]
+    local why = not (c and c.ok) and ("not available: " .. (c and c.detail or "not probed")) or nil
+    if not why then
+      for _, k in ipairs(need) do
+        local no = cannot(via, k, uid)
+        if no then why = "cannot enforce " .. k .. ": " .. no; break end
+      end
+    end
+    if not why then
+      return via, "limits " .. table.concat(need, ", ") .. " enforced by " .. via .. " (" .. c.detail .. ")"
+    end
+    tried[#tried + 1] = via .. " (" .. why .. ")"
+  end
+  return nil, "isolation: limits." .. need[1] .. (#need > 1 and (" (with " .. table.concat(need, ", ", 2) .. ")")
+    or "") .. " cannot be enforced on this machine; tried " .. table.concat(tried, "; ")
+end
+
+-- The hierarchies a line's cgroups may be in: v1 memory, pids and cpu, the
+-- v2 mount.
+local function hierarchies(root)
+  local out = {}
+  for _, h in ipairs({ "memory", "pids", "cpu", "unified", "" }) do
+    local dir = h == "" and root or (root .. "/" .. h)
+    local st = uv.fs_stat(dir .. "/cgroup.procs")
+    if st then out[#out + 1] = dir end
+  end
+  return out
+end
+
+local MAX_DEPTH = 8
+
+local function sweep(dir, depth, removed, proc)
+  local scan = uv.fs_scandir(dir)
+  while scan do
+    local name, kind = uv.fs_scandir_next(scan)
+    if not name then break end
+    if kind == "directory" then
+      local path = dir .. "/" .. name
+      local pid = name:match("^isolation%.(%d+)$")
+      if pid then
+        -- rmdir refuses a cgroup that holds a process: a live one stays
+        if not uv.fs_stat(proc .. "/" .. pid) and uv.fs_rmdir(path) then removed[#removed + 1] = path end
+      elseif depth < MAX_DEPTH then
+        sweep(path, depth + 1, removed, proc)
+      end
+    end
+  end
+end
+
+--- Removes the per-sandbox cgroups (isolation.<pid>) whose launching shell
+--- is gone: left by a line that was killed (its sandbox died with it, so
+--- they are empty). A cgroup that still holds a process is never removed
+--- (the kernel refuses). Returns how many were removed and their paths.
+--- opts: cgroup_root (default /sys/fs/cgroup), proc (default /proc).
+function M.cleanup(opts)
+  opts = opts or {}
+  local root = opts.cgroup_root or "/sys/fs/cgroup"
+  local removed = {}
+  for _, dir in ipairs(hierarchies(root)) do
+    sweep(dir, 1, removed, opts.proc or "/proc")
+  end
+  return #removed, removed
+end
+
+return M
