@@ -15,6 +15,7 @@ local uv = require("luv")
 local cjson = require("cjson")
 local isolation = require("isolation")
 local policy = require("isolation.policy")
+local limits = require("isolation.limits")
 
 local M = {}
 
@@ -310,6 +311,7 @@ function M.recover(runtime_dir)
   local dir, err = check_runtime_dir(runtime_dir)
   if not dir then return nil, err end
   local removed = {}
+  pcall(limits.cleanup) -- the cgroups of launch lines that were killed
   -- In a directory that another user could have swapped in, the dead
   -- sockets would be theirs: refuse, as manager() does.
   local chain, missing
@@ -426,7 +428,7 @@ local function is_local(target)
 end
 
 local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_binds", "ca_cert",
-  "bridge", "bridge_path", "tty" }
+  "bridge", "bridge_path", "tty", "limits", "limits_via" }
 
 -- Resolves the isolation and the launch configuration of a launch request.
 local function resolve(req)
@@ -485,6 +487,7 @@ function Manager:_teardown(s, reason)
   s.proxy = nil
   if p then pcall(p.close, p) end
   self:_remove_socket(s.proxy_socket)
+  if s.limits_via == "cgroup" then pcall(limits.cleanup) end -- one a killed line left
   if self._on_end then
     local ok, err = pcall(self._on_end, s, reason)
     if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
@@ -543,6 +546,13 @@ function Manager:launch(req)
     spec.seccomp_file, err = ensure_filter(self.runtime_dir)
     if not spec.seccomp_file then return nil, err end
   end
+  -- Limits that need a mechanism: the strongest here, or no launch.
+  local limits_how
+  if cfg.mode == "bwrap" and spec.limits_via == nil and is_local(target) then
+    self._limits_checks = self._limits_checks or limits.probe()
+    spec.limits_via, limits_how = limits.choose(spec.limits, { checks = self._limits_checks })
+    if not spec.limits_via and limits_how then return nil, limits_how end
+  end
   -- wrap() is pure: build the command line before anything starts.
   local cmdline
   cmdline, err = call(isolation.wrap, spec)
@@ -551,6 +561,7 @@ function Manager:launch(req)
   local s = {
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
     isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
+    limits_via = spec.limits_via, limits_how = limits_how,
   }
   if uses_proxy then
     local p
