@@ -6,9 +6,9 @@
  * each --tmpfs). Everything else needs a program in front of bwrap, which
  * argv() and wrap() put there, outermost first:
  *
- *   timeout --foreground -k GRACE SECONDS      time
  *   systemd-run --user --scope ... --          limits_via systemd
  *   bash -c CGROUP_PROLOGUE isolation-cgroup M P C --   limits_via cgroup
+ *   timeout --foreground -k GRACE SECONDS      time
  *   prlimit --nofile=N:N [--nproc= --as=] --   nofile; limits_via rlimit
  *   bwrap ...
  *
@@ -262,13 +262,17 @@ static const char cgroup_prologue[] =
     "  done\n"
     "  return 1\n"
     "}\n"
-    /* earlier sandboxes' cgroups whose shell is gone: empty, removable */
+    /*
+     * earlier sandboxes' cgroups whose shell is gone (or a zombie nobody
+     * reaped yet): empty, removable
+     */
     "sweep() {\n"
     "  local d p\n"
     "  for d in \"$1\"/isolation.*; do\n"
     "    p=${d##*/isolation.}\n"
     "    case $p in ''|*[!0-9]*) continue ;; esac\n"
-    "    [ -d \"/proc/$p\" ] || rmdir \"$d\" 2>/dev/null\n"
+    "    case $(cat \"/proc/$p/stat\" 2>/dev/null) in ''|*') Z '*) rmdir "
+    "\"$d\" 2>/dev/null ;; esac\n"
     "  done\n"
     "}\n"
     "put() { printf '%s\\n' \"$2\" > \"$1\" 2>/dev/null || die \"cannot write "
@@ -414,6 +418,15 @@ void launch_limits_push_prefix(lua_State *L, const struct launch_spec *s)
     argv_start(&b, L);
     if (s->mode != MODE_BWRAP)
         return;
+    bool total = l->memory || l->pids || l->cpu > 0;
+    if (total && l->via == VIA_SYSTEMD)
+        add_systemd(&b, l);
+    else if (total && l->via == VIA_CGROUP)
+        add_cgroup(&b, l);
+    /*
+     * Inside the mechanism: timeout's SIGTERM then ends bwrap, not the
+     * cgroup shell, which lives on to remove its cgroup.
+     */
     if (l->time) {
         argv_add(&b, "timeout");
         argv_add(&b, "--foreground");
@@ -421,11 +434,6 @@ void launch_limits_push_prefix(lua_State *L, const struct launch_spec *s)
         add_integer(&b, "%I", LIMITS_TIME_GRACE);
         add_integer(&b, "%I", l->time);
     }
-    bool total = l->memory || l->pids || l->cpu > 0;
-    if (total && l->via == VIA_SYSTEMD)
-        add_systemd(&b, l);
-    else if (total && l->via == VIA_CGROUP)
-        add_cgroup(&b, l);
     add_prlimit(&b, l);
 }
 
@@ -523,7 +531,8 @@ static const char *total_how(enum limits_via via, const char *what)
                : strcmp(what, "pids") == 0
                    ? "a cgroup made for this sandbox (pids.max; removed "
                      "after): the sandbox's total, counting the line's own "
-                     "shell and bwrap's two processes"
+                     "shell, timeout when time is set, and bwrap's two "
+                     "processes"
                    : "a cgroup made for this sandbox (cpu.max or "
                      "cpu.cfs_quota_us per 100 ms period)";
     return strcmp(what, "memory") == 0
@@ -586,8 +595,8 @@ void launch_limits_add_dry_run(luaL_Buffer *b, lua_State *L,
                         docker ? "timeout in the container, SIGTERM to the "
                                  "command"
                                : "timeout in front of bwrap, SIGTERM to "
-                                 "the line (bwrap ends and the kernel "
-                                 "kills the whole sandbox with it)",
+                                 "bwrap (which ends, and the kernel kills "
+                                 "the whole sandbox with it)",
                         (int)LIMITS_TIME_GRACE);
         luaL_addvalue(b);
     }

@@ -107,6 +107,15 @@ end
 
 local MAX_DEPTH = 8
 
+-- The process is gone, or a zombie that nobody has reaped yet.
+local function gone(proc, pid)
+  local f = io.open(proc .. "/" .. pid .. "/stat")
+  if not f then return true end
+  local stat = f:read("a") or ""
+  f:close()
+  return stat:match("%) (%a) ") == "Z" or stat == ""
+end
+
 local function sweep(dir, depth, removed, proc)
   local scan = uv.fs_scandir(dir)
   while scan do
@@ -117,7 +126,7 @@ local function sweep(dir, depth, removed, proc)
       local pid = name:match("^isolation%.(%d+)$")
       if pid then
         -- rmdir refuses a cgroup that holds a process: a live one stays
-        if not uv.fs_stat(proc .. "/" .. pid) and uv.fs_rmdir(path) then removed[#removed + 1] = path end
+        if gone(proc, pid) and uv.fs_rmdir(path) then removed[#removed + 1] = path end
       elseif depth < MAX_DEPTH then
         sweep(path, depth + 1, removed, proc)
       end
