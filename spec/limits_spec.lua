@@ -32,6 +32,9 @@ describe("limits in the launch spec (pure)", function()
     assert.are.same({ "--size", "1048576", "--tmpfs", "/tmp" }, { argv[t - 3], argv[t - 2], argv[t - 1], argv[t] })
     local h = assert(index_of(argv, "$HOME"))
     assert.are.same({ "--size", "1048576", "--tmpfs" }, { argv[h - 3], argv[h - 2], argv[h - 1] })
+    local d = assert(index_of(argv, "--dev"))
+    assert.are.same({ "--dev", "/dev", "--remount-ro", "/dev", "--size", "1048576", "--tmpfs", "/dev/shm" },
+      { table.unpack(argv, d, d + 7) })
     -- nothing of the mechanisms is bwrap's: they go in front, in argv()
     assert.is_nil(index_of(argv, "timeout"))
     assert.is_nil(index_of(argv, "prlimit"))
@@ -345,6 +348,15 @@ describe("limits in real sandboxes", function()
       assert.is_true(used ~= nil and used < 1.0, "CPU seconds used: " .. tostring(out))
     end)
 
+    it("attack: leaving the cgroup from inside: no /sys to write cgroup.procs, and no mount of cgroupfs", function()
+      local code, out = run({ pids = 32 }, "cgroup", "ls /sys/fs/cgroup 2>/dev/null || echo no-sys; "
+        .. "mkdir -p /tmp/cg && { mount -t cgroup -o pids none /tmp/cg 2>/dev/null || echo no-mount; "
+        .. "mount -t cgroup2 none /tmp/cg 2>/dev/null || echo no-mount2; }; "
+        .. "unshare -C true 2>/dev/null || echo no-cgroupns")
+      assert.are.equal(0, code)
+      assert.are.equal("no-sys\nno-mount\nno-mount2\nno-cgroupns\n", out)
+    end)
+
     it("the line refuses to start the sandbox (125) when the cgroup cannot be made, never runs it unlimited",
       function()
         -- a controller no hierarchy here offers: the cpu quota of a cgroup
@@ -439,6 +451,29 @@ describe("limits in real sandboxes", function()
       assert.are.equal(0, code, err)
       assert.are.equal(2, select(2, err:gsub("No space left on device", "")), err)
       assert.are.equal("tmp=1\nhome=1\nsmall=ok\n", out)
+    end)
+
+    it("attack: filling RAM through bwrap's own /dev tmpfs instead: /dev is read-only, /dev/shm sized", function()
+      local code, out, err = run({ tmpfs = 1024 * 1024 }, nil,
+        "head -c 2000000 /dev/zero > /dev/x; echo dev=$?; head -c 2000000 /dev/zero > /dev/shm/x; echo shm=$?; "
+          .. "rm /dev/shm/x; echo ok > /dev/null && echo null=ok; "
+          .. [[python3 -c 'import multiprocessing as m; m.Lock(); print("semaphore=ok")']])
+      assert.are.equal(0, code, err)
+      assert.truthy(err:find("Read-only file system", 1, true), err)
+      assert.truthy(err:find("No space left on device", 1, true), err)
+      assert.are.equal("dev=1\nshm=1\nnull=ok\nsemaphore=ok\n", out)
+    end)
+
+    it("without tmpfs, /dev takes 2 MB (the attack the test above stops works there)", function()
+      local code, out = run({ nofile = 1024 }, nil, "head -c 2000000 /dev/zero > /dev/x && echo wrote")
+      assert.are.equal(0, code)
+      assert.are.equal("wrote\n", out)
+    end)
+
+    it("attack: raising the descriptor limit back from inside is refused", function()
+      local code, out = run({ nofile = 20 }, nil, "ulimit -n 19 && echo lower=ok; ulimit -Hn 4096 || echo refused")
+      assert.are.equal(0, code)
+      assert.are.equal("lower=ok\nrefused\n", out)
     end)
 
     it("without tmpfs the same write fits (the test can fail)", function()
@@ -602,4 +637,62 @@ describe("limits in the session manager", function()
     assert.truthy(s.cmdline:find("'prlimit' '--nproc=64:64' '--' 'bwrap'", 1, true), s.cmdline)
     mgr:close()
   end)
+end)
+
+describe("isolate --memory --pids --tmpfs-size --cpus --time", function()
+  local isolate = q(require("support.cli").ISOLATE)
+  local T
+
+  setup(function()
+    T = helpers.tmpdir()
+    assert(os.execute("mkdir -p " .. q(T .. "/home") .. " " .. q(T .. "/work")))
+  end)
+  teardown(function() helpers.rmtree(T) end)
+
+  local function isolate_run(args)
+    return helpers.run("cd " .. q(T .. "/work") .. " && HOME=" .. q(T .. "/home") .. " " .. isolate .. " " .. args)
+  end
+
+  it("--dry-run shows what enforces each limit, and the mechanism chosen", function()
+    local code, out, err = isolate_run("--dry-run --network allow --memory 64M --tmpfs-size 1M --time 9 -- true")
+    if limits.choose({ memory = 1 }) == nil then
+      assert.are.equal(125, code)
+      return
+    end
+    assert.are.equal(0, code, err)
+    assert.truthy(out:find("memory 67108864 bytes: ", 1, true), out)
+    assert.truthy(out:find("tmpfs 1048576 bytes: bwrap --size", 1, true), out)
+    assert.truthy(out:find("time 9 seconds: timeout", 1, true), out)
+    assert.truthy(err:find("isolate: limits memory enforced by ", 1, true), err)
+  end)
+
+  it("--time ends the command with 124; --tmpfs-size gives ENOSPC", function()
+    if helpers.skip_without_bwrap() then pending("no bwrap") return end
+    local code = isolate_run("--network allow --time 1 -- sleep 100")
+    assert.are.equal(124, code)
+    local c3, _, err3 = isolate_run("--network allow --tmpfs-size 64K -- sh -c 'head -c 100000 /dev/zero > /tmp/x'")
+    assert.are.equal(1, c3)
+    assert.truthy(err3:find("No space left on device", 1, true), err3)
+  end)
+
+  local usage = {
+    { "--memory 1x", "--memory must be a positive size" },
+    { "--memory 0", "--memory must be a positive size" },
+    { "--tmpfs-size -5M", "--tmpfs-size must be a positive size" },
+    { "--pids 2.5", "--pids must be a positive integer (got \"2.5\")" },
+    { "--pids 0", "--pids must be a positive integer" },
+    { "--cpus nan", "--cpus must be a positive number" },
+    { "--time inf", "--time must be a positive integer" },
+    { "--mode none --time 3", "need --mode bwrap or docker" },
+  }
+  for _, c in ipairs(usage) do
+    it("usage error: " .. c[1], function()
+      local code, _, err = isolate_run(c[1] .. " --network allow -- true")
+      if c[1]:find("mode none", 1, true) then
+        code, _, err = isolate_run(c[1] .. " -- true")
+      end
+      assert.are.equal(2, code, err)
+      assert.truthy(err:find(c[2], 1, true), err)
+    end)
+  end
 end)

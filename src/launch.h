@@ -186,6 +186,13 @@ void launch_limits_push_prefix(lua_State *L, const struct launch_spec *s);
 /* Puts that prefix in front of the internal argv at argv_idx. */
 void launch_limits_prepend(lua_State *L, int argv_idx,
                            const struct launch_spec *s);
+/*
+ * bwrap, with limits.tmpfs: --size before a --tmpfs; after --dev /dev, /dev
+ * read-only and a sized /dev/shm (bwrap's /dev is an unsized tmpfs).
+ */
+void launch_limits_add_tmpfs_size(struct argv_buf *b,
+                                  const struct launch_spec *s);
+void launch_limits_add_dev(struct argv_buf *b, const struct launch_spec *s);
 /* docker run's limit flags (before the image), and its in-container time. */
 void launch_limits_add_docker(struct argv_buf *b, const struct launch_spec *s);
 void launch_limits_add_docker_time(struct argv_buf *b,

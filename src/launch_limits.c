@@ -458,6 +458,36 @@ void launch_limits_prepend(lua_State *L, int argv_idx,
     lua_pop(L, 1);
 }
 
+/* limits.tmpfs: the sandbox cannot fill RAM through /tmp or $HOME */
+void launch_limits_add_tmpfs_size(struct argv_buf *b,
+                                  const struct launch_spec *s)
+{
+    if (!s->limits.tmpfs)
+        return;
+    argv_add(b, "--size");
+    add_integer(b, "%I", s->limits.tmpfs);
+}
+
+/*
+ * bwrap's --dev /dev is a tmpfs of its own, without a size and writable by
+ * the sandbox's user (as root or not): `head -c 30G /dev/zero > /dev/x`
+ * would fill RAM past every tmpfs limit. With limits.tmpfs it is remounted
+ * read-only (the device nodes are bind mounts of their own and keep
+ * working: a read-only mount does not stop writes to a device) and
+ * /dev/shm, which POSIX semaphores and shm_open need writable, becomes a
+ * sized tmpfs of its own.
+ */
+void launch_limits_add_dev(struct argv_buf *b, const struct launch_spec *s)
+{
+    if (!s->limits.tmpfs)
+        return;
+    argv_add(b, "--remount-ro");
+    argv_add(b, "/dev");
+    launch_limits_add_tmpfs_size(b, s);
+    argv_add(b, "--tmpfs");
+    argv_add(b, "/dev/shm");
+}
+
 void launch_limits_add_docker(struct argv_buf *b, const struct launch_spec *s)
 {
     const struct launch_limits *l = &s->limits;
@@ -580,8 +610,9 @@ void launch_limits_add_dry_run(luaL_Buffer *b, lua_State *L,
         add_line(b, L, "  tmpfs %I bytes: ", l->tmpfs,
                  docker ? "docker --tmpfs /tmp size= (writing past it gives "
                           "ENOSPC)"
-                        : "bwrap --size on each of /tmp and $HOME (writing "
-                          "past it gives ENOSPC)");
+                        : "bwrap --size on each of /tmp, $HOME and /dev/shm, "
+                          "and /dev read-only (writing past it gives "
+                          "ENOSPC)");
     if (l->nofile)
         add_line(b, L, "  nofile %I: ", l->nofile,
                  docker ? "docker --ulimit nofile (RLIMIT_NOFILE, per "
