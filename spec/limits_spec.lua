@@ -427,7 +427,8 @@ describe("limits in real sandboxes", function()
       function()
         local before = sandbox_cgroups()
         local isolate = q(require("support.cli").ISOLATE)
-        local pid = support.start("HOME=" .. q(home) .. " exec setsid " .. isolate .. " --network allow --pids 16 --workdir " .. q(work)
+        local pid = support.start("HOME=" .. q(home) .. " exec setsid " .. isolate
+          .. " --network allow --pids 16 --workdir " .. q(work)
           .. " -- sleep 60")
         finally(function() helpers.run("kill -9 -" .. pid .. " 2>/dev/null") end)
         local made
@@ -436,7 +437,8 @@ describe("limits in real sandboxes", function()
         helpers.run("kill -9 -" .. pid) -- the whole group: isolate, the line, the sandbox
         assert.is_true(eventually(function() return procs_in(made[1]) == 0 end))
         assert.truthy(helpers.read(made[1] .. "/pids.max"), "left behind")
-        local code, _, err = helpers.run("HOME=" .. q(home) .. " " .. isolate .. " --network allow --pids 16 --workdir " .. q(work) .. " -- true")
+        local code, _, err = helpers.run("HOME=" .. q(home) .. " " .. isolate .. " --network allow --pids 16"
+          .. " --workdir " .. q(work) .. " -- true")
         assert.are.equal(0, code, err)
         assert.truthy(err:find("isolate: limits pids enforced by cgroup", 1, true), err)
         assert.are.same({}, new_since(before))
