@@ -195,6 +195,26 @@ describe("isolation.limits", function()
     assert.truthy(cerr:find("rlimit (cannot enforce cpu: RLIMIT_CPU counts CPU seconds", 1, true), cerr)
   end)
 
+  it("choose: a cgroup without the cpu controller is not used for cpu", function()
+    local via, err = limits.choose({ cpu = 1 }, { checks = { systemd = none,
+      cgroup = { ok = true, detail = "v1", cpu = false }, rlimit = yes } })
+    assert.is_nil(via)
+    assert.truthy(err:find("cgroup (cannot enforce cpu: no cpu controller", 1, true), err)
+    assert.are.equal("cgroup", (limits.choose({ memory = 1 }, { checks = { systemd = none,
+      cgroup = { ok = true, detail = "v1", cpu = false }, rlimit = yes } })))
+  end)
+
+  it("probe: preflight's cgroup check looks where the line makes its cgroup: under this process's own", function()
+    local p = limits.probe()
+    if not p.cgroup.ok then pending(p.cgroup.detail) return end
+    for line in io.lines("/proc/self/cgroup") do
+      local rel = line:match("^%d+:memory:(.*)$")
+      if rel then
+        assert.truthy(p.cgroup.detail:find("/sys/fs/cgroup/memory" .. rel:gsub("/$", ""), 1, true), p.cgroup.detail)
+      end
+    end
+  end)
+
   it("probe: preflight's own three limits checks", function()
     local p = limits.probe()
     for _, k in ipairs({ "systemd", "cgroup", "rlimit" }) do

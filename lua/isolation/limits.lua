@@ -43,7 +43,10 @@ local function totals(limits)
 end
 
 -- Why `via` cannot enforce `key` for this launcher, or nil when it can.
-local function cannot(via, key, uid)
+local function cannot(via, key, uid, check)
+  if via == "cgroup" and key == "cpu" and check.cpu == false then
+    return "no cpu controller in the cgroup found here"
+  end
   if via ~= "rlimit" then return nil end
   if key == "cpu" then return "RLIMIT_CPU counts CPU seconds, not cores" end
   if key == "pids" and uid == 0 then
@@ -80,7 +83,7 @@ function M.choose(limits, opts)
     local why = not (c and c.ok) and ("not available: " .. (c and c.detail or "not probed")) or nil
     if not why then
       for _, k in ipairs(need) do
-        local no = cannot(via, k, uid)
+        local no = cannot(via, k, uid, c)
         if no then why = "cannot enforce " .. k .. ": " .. no; break end
       end
     end

@@ -279,16 +279,18 @@ local function cgroup_probe(root)
   local function v1(ctl)
     return own[ctl] and uv.fs_stat(root .. "/" .. ctl) and (root .. "/" .. ctl .. own[ctl]:gsub("/$", "")) or nil
   end
-  local mem, pids = v1("memory"), v1("pids")
+  local mem, pids, cpu = v1("memory"), v1("pids"), v1("cpu")
   if mem and pids and child_has(mem, "memory.limit_in_bytes") and child_has(pids, "pids.max") then
-    return true, "cgroup v1 memory and pids hierarchies (under " .. mem .. " and " .. pids .. ")"
+    local with_cpu = cpu and child_has(cpu, "cpu.cfs_quota_us")
+    return true, "cgroup v1 memory, pids" .. (with_cpu and ", cpu" or " (no cpu: limits.cpu cannot be held)")
+      .. ": a child of " .. mem .. " and of " .. pids, with_cpu
   end
   for _, v2 in ipairs({ root, root .. "/unified" }) do
     local controllers = read_setting(v2, "cgroup.controllers")
     if controllers and controllers:find("memory") and controllers:find("pids") and v2path then
       local dir = v2 .. v2path:gsub("/$", "")
       if child_has(dir, "cgroup.procs") then
-        return true, "cgroup v2 under " .. dir .. " (" .. controllers .. ")"
+        return true, "cgroup v2 under " .. dir .. " (" .. controllers .. ")", controllers:find("cpu") ~= nil
       end
     end
   end
@@ -303,9 +305,10 @@ local function limits_checks(env, out)
   out[#out + 1] = check("limits: systemd", code == 0,
     code == 0 and "a systemd user scope can be made" or ("no systemd user scope: " .. first_line(text)),
     "log in through a session with a systemd user manager (loginctl enable-linger USER), or use another mechanism")
-  local ok, detail = cgroup_probe(env.cgroup_root)
+  local ok, detail, cpu = cgroup_probe(env.cgroup_root)
   out[#out + 1] = check("limits: cgroup", ok, detail,
     "run as root, or delegate a cgroup v2 subtree with the memory and pids controllers to this user")
+  out[#out].cpu = ok and cpu or nil -- isolation.limits.choose: whether cpu can be held there
   local prlimit = find_program(env.prlimit_name)
   out[#out + 1] = check("limits: rlimit", prlimit ~= nil,
     prlimit and (prlimit .. " (per-process limits: address space, open files; not a per-sandbox total)")
