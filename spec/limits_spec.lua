@@ -697,6 +697,21 @@ describe("isolate --memory --pids --tmpfs-size --cpus --time", function()
     assert.truthy(err3:find("No space left on device", 1, true), err3)
   end)
 
+  it("SIGTERM to isolate reaches the command below the cgroup shell and timeout; the cgroup goes", function()
+    if helpers.skip_without_bwrap() or not limits.probe().cgroup.ok then pending("no bwrap or cgroup") return end
+    local cli = require("support.cli")
+    local before = sandbox_cgroups()
+    local p = cli.spawn({ cli.ISOLATE, "--network", "allow", "--pids", "32", "--time", "30", "--", "bash", "-c",
+      "trap 'echo got-term; exit 3' TERM; echo ready; sleep 100 & wait" },
+      { env = { "HOME=" .. T .. "/home" }, cwd = T .. "/work" })
+    assert.truthy(cli.wait_for(function() return p.out:find("ready") end, 20), p.err)
+    p.kill("sigterm")
+    p.wait(20)
+    assert.are.equal(3, p.status, p.err)
+    assert.truthy(p.out:find("got-term", 1, true), p.out)
+    assert.are.same({}, new_since(before))
+  end)
+
   local usage = {
     { "--memory 1x", "--memory must be a positive size" },
     { "--memory 0", "--memory must be a positive size" },
