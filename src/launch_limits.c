@@ -8,7 +8,7 @@
  *
  *   systemd-run --user --scope ... --          limits_via systemd
  *   bash -c CGROUP_PROLOGUE isolation-cgroup M P C --   limits_via cgroup
- *   timeout --foreground -k GRACE SECONDS      time
+ *   bash -c TIME_PROLOGUE isolation-time T GRACE --      time
  *   prlimit --nofile=N:N [--nproc= --as=] --   nofile; limits_via rlimit
  *   bwrap ...
  *
@@ -328,6 +328,60 @@ static const char cgroup_prologue[] =
     "done\n"
     "exit $rc\n";
 
+/*
+ * The time prologue: $1 seconds, $2 the grace period, then "--" and the
+ * rest of the line. Not timeout(1): timeout catches SIGINT, SIGQUIT and
+ * SIGHUP and, on exec, hands bwrap the default action for them even when
+ * the caller ignored them (isolate does, so that Ctrl-C at the terminal
+ * reaches the command and not bwrap, whose death would SIGKILL it), and a
+ * SIGTERM to bwrap is not relayed to the command, which would never get the
+ * chance to clean up.
+ *
+ * So: the rest of the line runs in the foreground (the sandbox keeps the
+ * terminal, every signal disposition is the caller's), and a watchdog
+ * subshell (in the background: it ignores the terminal's SIGINT) waits in
+ * one-second steps, leaving early when this shell is gone. At the limit it
+ * sends SIGTERM to every process below the line that is not bwrap's own:
+ * the command and what it started, as a terminal would; after the grace
+ * period, SIGKILL to what is still there (bwrap, which takes the whole
+ * sandbox with it). The line then exits 124, as timeout(1) does; a command
+ * that ends first keeps its own status.
+ */
+static const char time_prologue[] =
+    "t=$1 g=$2; shift 3\n"
+    "below() { local c; for c in $(cat \"/proc/$1/task/$1/children\" "
+    "2>/dev/null); do printf '%s\\n' \"$c\"; below \"$c\"; done; }\n"
+    "(\n"
+    "  fired=0 s=\n"
+    "  trap 'kill $s 2>/dev/null; exit $fired' TERM\n"
+    "  n=0\n"
+    "  while [ $n -lt \"$t\" ]; do\n"
+    "    sleep 1 & s=$!; wait $s\n"
+    "    kill -0 $$ 2>/dev/null || exit 0\n"
+    "    n=$((n + 1))\n"
+    "  done\n"
+    "  fired=124\n"
+    "  printf 'isolation: the time limit (%s s) is reached: SIGTERM to the "
+    "sandbox, SIGKILL in %s s\\n' \"$t\" \"$g\" >&2\n"
+    "  for p in $(below $$); do\n"
+    "    [ \"$p\" = \"$BASHPID\" ] && continue\n"
+    "    [ \"$(cat \"/proc/$p/comm\" 2>/dev/null)\" = bwrap ] || kill -TERM "
+    "\"$p\" 2>/dev/null\n"
+    "  done\n"
+    "  sleep \"$g\" & s=$!; wait $s\n"
+    "  for p in $(cat \"/proc/$$/task/$$/children\" 2>/dev/null); do\n"
+    "    [ \"$p\" = \"$BASHPID\" ] || kill -KILL \"$p\" 2>/dev/null\n"
+    "  done\n"
+    "  exit 124\n"
+    ") &\n"
+    "w=$!\n"
+    "\"$@\"\n"
+    "rc=$?\n"
+    "kill -TERM $w 2>/dev/null\n"
+    "wait $w\n"
+    "[ $? = 124 ] && exit 124\n"
+    "exit $rc\n";
+
 const char *launch_limits_cgroup_prologue(void)
 {
     return cgroup_prologue;
@@ -424,15 +478,17 @@ void launch_limits_push_prefix(lua_State *L, const struct launch_spec *s)
     else if (total && l->via == VIA_CGROUP)
         add_cgroup(&b, l);
     /*
-     * Inside the mechanism: timeout's SIGTERM then ends bwrap, not the
-     * cgroup shell, which lives on to remove its cgroup.
+     * Inside the mechanism: at the limit the watchdog ends the sandbox, not
+     * the cgroup shell, which lives on to remove its cgroup.
      */
     if (l->time) {
-        argv_add(&b, "timeout");
-        argv_add(&b, "--foreground");
-        argv_add(&b, "-k");
-        add_integer(&b, "%I", LIMITS_TIME_GRACE);
+        argv_add(&b, "bash");
+        argv_add(&b, "-c");
+        argv_add(&b, time_prologue);
+        argv_add(&b, "isolation-time");
         add_integer(&b, "%I", l->time);
+        add_integer(&b, "%I", LIMITS_TIME_GRACE);
+        argv_add(&b, "--");
     }
     add_prlimit(&b, l);
 }
@@ -561,7 +617,8 @@ static const char *total_how(enum limits_via via, const char *what)
                : strcmp(what, "pids") == 0
                    ? "a cgroup made for this sandbox (pids.max; removed "
                      "after): the sandbox's total, counting the line's own "
-                     "shell, timeout when time is set, and bwrap's two "
+                     "shells (and a watchdog when time is set) and "
+                     "bwrap's two "
                      "processes"
                    : "a cgroup made for this sandbox (cpu.max or "
                      "cpu.cfs_quota_us per 100 ms period)";
@@ -625,9 +682,8 @@ void launch_limits_add_dry_run(luaL_Buffer *b, lua_State *L,
                         (LUAI_UACINT)l->time,
                         docker ? "timeout in the container, SIGTERM to the "
                                  "command"
-                               : "timeout in front of bwrap, SIGTERM to "
-                                 "bwrap (which ends, and the kernel kills "
-                                 "the whole sandbox with it)",
+                               : "a watchdog in front of bwrap, SIGTERM "
+                                 "to every process in the sandbox",
                         (int)LIMITS_TIME_GRACE);
         luaL_addvalue(b);
     }
