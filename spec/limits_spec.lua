@@ -552,6 +552,17 @@ except OSError as e:
       assert.is_true(secs >= 5 and secs <= 8, "took " .. secs .. " s")
     end)
 
+    it("time fails closed (125, nothing runs) where the watchdog could not find the sandbox", function()
+      local line = assert(isolation.wrap({ config = { mode = "bwrap", network = "allow" }, workdir = work,
+        command = "echo RAN", limits = { time = 5 } }))
+      -- a /proc without the children files: an empty tmpfs over it
+      local code, out, err = helpers.run("unshare -m sh -c " .. q("mount -t tmpfs none /proc && HOME=" .. q(home)
+        .. " exec /bin/sh -c " .. q(line)))
+      assert.are.equal(125, code, err)
+      assert.are.equal("", out)
+      assert.truthy(err:find("isolation: limits.time needs /proc/PID/task/TID/children", 1, true), err)
+    end)
+
     it("time: a command that ends first keeps its own status", function()
       local code = run({ time = 30 }, nil, "exit 7")
       assert.are.equal(7, code)

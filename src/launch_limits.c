@@ -349,6 +349,10 @@ static const char cgroup_prologue[] =
  */
 static const char time_prologue[] =
     "t=$1 g=$2; shift 3\n"
+    /* the watchdog finds the sandbox through it: without it, fail closed */
+    "[ -r \"/proc/$$/task/$$/children\" ] || { printf 'isolation: limits.time "
+    "needs /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN); the sandbox "
+    "was not started\\n' >&2; exit 125; }\n"
     "below() { local c; for c in $(cat \"/proc/$1/task/$1/children\" "
     "2>/dev/null); do printf '%s\\n' \"$c\"; below \"$c\"; done; }\n"
     "(\n"
