@@ -570,6 +570,15 @@ except OSError as e:
   end)
 
   describe("limits_via rlimit", function()
+    it("memory as RLIMIT_AS: a process cannot map more than the limit (per process, not a total)", function()
+      local code, out, err = run({ memory = 128 * 1024 * 1024 }, "rlimit",
+        [[python3 -c 'x = b"x" * (200 * 1024 * 1024)'; echo big=$?; ]]
+          .. [[python3 -c 'x = b"x" * (20 * 1024 * 1024); print("small=ok")']])
+      assert.are.equal(0, code, err)
+      assert.truthy(err:find("MemoryError", 1, true), err)
+      assert.are.equal("big=1\nsmall=ok\n", out)
+    end)
+
     it("RLIMIT_NPROC (measured): no effect at all when root launches", function()
       if helpers.run("[ $(id -u) = 0 ]") ~= 0 then pending("not root") return end
       local code, out = run({ pids = 10 }, "rlimit", FORK_BOMB)
