@@ -683,6 +683,17 @@ describe("limits in the session manager", function()
     mgr:close()
   end)
 
+  it("a launch without memory, pids or cpu probes nothing", function()
+    local results = {}
+    local mgr = manager(results)
+    assert(mgr:launch({ id = "n", isolation = { mode = "bwrap", network = "allow" }, workdir = work,
+      command = "true", limits = { nofile = 64 } }))
+    assert(mgr:launch({ id = "m", isolation = { mode = "bwrap", network = "allow" }, workdir = work,
+      command = "true" }))
+    assert.is_nil(mgr._limits_checks)
+    mgr:close()
+  end)
+
   it("limits_via given by the caller is kept (an ssh target cannot be probed from here)", function()
     local results = {}
     local mgr = manager(results)

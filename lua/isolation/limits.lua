@@ -42,6 +42,12 @@ local function totals(limits)
   return out
 end
 
+--- True when `limits` holds memory, pids or cpu: under bwrap they need a
+--- mechanism (choose); the others never do.
+function M.needs_mechanism(limits)
+  return type(limits) == "table" and #totals(limits) > 0
+end
+
 -- Why `via` cannot enforce `key` for this launcher, or nil when it can.
 local function cannot(via, key, uid, check)
   if via == "cgroup" and key == "cpu" and check.cpu == false then

@@ -548,7 +548,7 @@ function Manager:launch(req)
   end
   -- Limits that need a mechanism: the strongest here, or no launch.
   local limits_how
-  if cfg.mode == "bwrap" and spec.limits_via == nil and is_local(target) then
+  if cfg.mode == "bwrap" and spec.limits_via == nil and is_local(target) and limits.needs_mechanism(spec.limits) then
     self._limits_checks = self._limits_checks or limits.probe()
     spec.limits_via, limits_how = limits.choose(spec.limits, { checks = self._limits_checks })
     if not spec.limits_via and limits_how then return nil, limits_how end
