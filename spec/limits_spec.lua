@@ -218,6 +218,26 @@ describe("isolation.limits", function()
     end
   end)
 
+  it("from_options (isolate's): sizes and counts, usage errors, and 125 when nothing here can enforce", function()
+    local r = assert(limits.from_options({ memory = "64M", tmpfs_size = "1M", time = "3", nofile = nil }, "docker",
+      "local"))
+    assert.are.same({ memory = 67108864, tmpfs = 1048576, time = 3 }, r.limits)
+    assert.is_nil(r.via)
+    assert.are.same({}, assert(limits.from_options({}, "bwrap", "local")))
+    local _, err, code = limits.from_options({ pids = "32" }, "bwrap", "local",
+      { checks = { systemd = none, cgroup = none, rlimit = yes }, uid = 0 })
+    assert.are.equal(125, code)
+    assert.truthy(err:find("limits.pids cannot be enforced on this machine", 1, true), err)
+    r = assert(limits.from_options({ pids = "32", cpus = "0.5" }, "bwrap", "local",
+      { checks = { systemd = yes, cgroup = yes, rlimit = yes } }))
+    assert.are.equal("systemd", r.via)
+    assert.are.same({ pids = 32, cpu = 0.5 }, r.limits)
+    assert.truthy(r.note:find("limits pids, cpu enforced by systemd", 1, true), r.note)
+    _, err, code = limits.from_options({ pids = "32" }, "bwrap", "ssh")
+    assert.are.equal(2, code)
+    assert.truthy(err:find("cannot probe", 1, true), err)
+  end)
+
   it("probe: preflight's own three limits checks", function()
     local p = limits.probe()
     for _, k in ipairs({ "systemd", "cgroup", "rlimit" }) do

@@ -102,6 +102,49 @@ function M.choose(limits, opts)
     or "") .. " cannot be enforced on this machine; tried " .. table.concat(tried, "; ")
 end
 
+local function positive(opt, v, integer)
+  local n = tonumber(v)
+  if not n or n <= 0 or n ~= n or n == math.huge or (integer and not math.tointeger(n)) then
+    return nil, string.format("%s must be a positive %s (got %q)", opt, integer and "integer" or "number", v)
+  end
+  return integer and math.tointeger(n) or n
+end
+
+--- isolate's options (strings: o.memory, o.tmpfs_size, o.pids, o.cpus,
+--- o.time) as a launch spec's limits for `mode` ("", "bwrap", "docker")
+--- on `target`, with the mechanism chosen here when bwrap needs one:
+--- {limits, via, note} (limits nil without any option), or nil, err and
+--- the exit status isolate gives it (2: a usage error; 125: no mechanism
+--- here can enforce a limit).
+function M.from_options(o, mode, target, opts)
+  local lim, any = {}, false
+  local fields = {
+    { "memory", "--memory", "memory", "size" }, { "tmpfs_size", "--tmpfs-size", "tmpfs", "size" },
+    { "pids", "--pids", "pids", true }, { "cpus", "--cpus", "cpu", false }, { "time", "--time", "time", true },
+  }
+  for _, f in ipairs(fields) do
+    local v = o[f[1]]
+    if v ~= nil then
+      local n, err
+      if f[4] == "size" then n, err = M.parse_size(v, f[2]) else n, err = positive(f[2], v, f[4]) end
+      if not n then return nil, err, 2 end
+      lim[f[3]], any = n, true
+    end
+  end
+  if not any then return {} end
+  if mode == "" then
+    return nil, "--memory, --pids, --tmpfs-size, --cpus and --time need --mode bwrap or docker", 2
+  end
+  if mode ~= "bwrap" or not M.needs_mechanism(lim) then return { limits = lim } end
+  if target ~= "local" then
+    return nil, "--memory, --pids and --cpus under bwrap with --target " .. tostring(target)
+      .. ": isolate cannot probe which mechanism that machine offers", 2
+  end
+  local via, why = M.choose(lim, opts)
+  if not via then return nil, why, 125 end
+  return { limits = lim, via = via, note = why }
+end
+
 -- The hierarchies a line's cgroups may be in: v1 memory, pids and cpu, the
 -- v2 mount.
 local function hierarchies(root)
