@@ -33,7 +33,7 @@ function M.parse_size(text, field)
 end
 
 -- Needs a mechanism beyond bwrap's own (tmpfs) and the ones every
--- mechanism shares (nofile by prlimit, time by timeout).
+-- mechanism shares (nofile by prlimit, time by the line's watchdog).
 local function totals(limits)
   local out = {}
   for _, k in ipairs({ "memory", "pids", "cpu" }) do
