@@ -91,7 +91,12 @@ describe("limits in the launch spec (pure)", function()
     assert.are.equal("nofile=64:64", after("--ulimit"))
     assert.are.equal("/tmp:rw,nosuid,nodev,size=1048576,mode=1777", after("--tmpfs"))
     local img = assert(index_of(argv, "debian:bookworm-slim"))
-    assert.are.same({ "timeout", "-k", "5", "7", "bash", "-c", "true" }, { table.unpack(argv, img + 1) })
+    assert.are.same({ "timeout", "--foreground", "-k", "5", "7", "bash", "-c", "true" },
+      { table.unpack(argv, img + 1) })
+    local text = assert(isolation.dry_run(s))
+    assert.truthy(text:find("memory 67108864 bytes: docker --memory, --memory-swap (no swap)", 1, true), text)
+    assert.truthy(text:find("pids 32: docker --pids-limit", 1, true), text)
+    assert.truthy(text:find("time 7 seconds: timeout in the container", 1, true), text)
     assert.are.same(argv, assert(isolation.argv(s)))
   end)
 

@@ -589,7 +589,12 @@ void launch_limits_add_docker_time(struct argv_buf *b,
 {
     if (!s->limits.time)
         return;
+    /*
+     * --foreground: the command keeps the container's terminal; what it
+     * started ends with the container when timeout, its PID 1, exits.
+     */
     argv_add(b, "timeout");
+    argv_add(b, "--foreground");
     argv_add(b, "-k");
     add_integer(b, "%I", LIMITS_TIME_GRACE);
     add_integer(b, "%I", s->limits.time);
