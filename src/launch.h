@@ -63,6 +63,20 @@ void launch_push_display(lua_State *L, const char *s);
 #define SECCOMP_FD_REDIRECT_MAX 9
 
 enum launch_mode { MODE_NONE, MODE_BWRAP, MODE_DOCKER };
+enum limits_via { VIA_NONE, VIA_SYSTEMD, VIA_CGROUP, VIA_RLIMIT };
+
+/* limits (launch_limits.c): 0 means not set */
+#define LIMITS_BYTES_MAX ((lua_Integer)1 << 50)
+#define LIMITS_COUNT_MAX ((lua_Integer)1 << 22)
+#define LIMITS_TIME_MAX ((lua_Integer)366 * 24 * 3600)
+#define LIMITS_CPU_MAX 4096.0
+/* seconds between timeout's SIGTERM and its SIGKILL */
+#define LIMITS_TIME_GRACE 5
+struct launch_limits {
+    lua_Integer memory, pids, tmpfs, nofile, time;
+    double cpu;
+    enum limits_via via;
+};
 enum launch_bridge { BRIDGE_SOCAT, BRIDGE_BUILTIN };
 
 /* A launch spec, checked. Strings point into Lua values kept on the stack. */
@@ -104,6 +118,7 @@ struct launch_spec {
     const char *pins[LAUNCH_MAX_PINS];
     size_t npins;
     bool agent_config_ro; /* agent_config = "read-only" */
+    struct launch_limits limits;
 };
 
 /*
@@ -244,6 +259,35 @@ bool launch_needs_prologue(const struct launch_spec *s);
 void launch_add_prologue(luaL_Buffer *b, const struct launch_spec *s,
                          const char *program, size_t len,
                          launch_word_fn add_word);
+
+/*
+ * limits and limits_via of the spec at idx (after the config: the mode
+ * decides what is enforceable): 1, or 0 with the message pushed.
+ */
+int launch_limits_read(lua_State *L, int idx, struct launch_spec *s);
+const char *launch_limits_via_name(enum limits_via via);
+const char *launch_limits_cgroup_prologue(void);
+/* Pushes a new table: the programs argv() and wrap() put before bwrap. */
+void launch_limits_push_prefix(lua_State *L, const struct launch_spec *s);
+/* Puts that prefix in front of the internal argv at argv_idx. */
+void launch_limits_prepend(lua_State *L, int argv_idx,
+                           const struct launch_spec *s);
+/*
+ * bwrap, with limits.tmpfs: --size before a --tmpfs; after --dev /dev, /dev
+ * read-only and a sized /dev/shm (bwrap's /dev is an unsized tmpfs).
+ */
+void launch_limits_add_tmpfs_size(struct argv_buf *b,
+                                  const struct launch_spec *s);
+void launch_limits_add_dev(struct argv_buf *b, const struct launch_spec *s);
+/* docker run's limit flags (before the image), and its in-container time. */
+void launch_limits_add_docker(struct argv_buf *b, const struct launch_spec *s);
+void launch_limits_add_docker_time(struct argv_buf *b,
+                                   const struct launch_spec *s);
+
+/* Adds dry_run's lines on what enforces each limit. */
+struct luaL_Buffer;
+void launch_limits_add_dry_run(struct luaL_Buffer *b, lua_State *L,
+                               const struct launch_spec *s);
 
 /* Pushes the dry-run text. */
 void launch_push_dry_run(lua_State *L, const struct launch_spec *s);

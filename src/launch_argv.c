@@ -97,6 +97,11 @@ void launch_push_for_mode(lua_State *L, const struct launch_spec *s)
     switch (s->mode) {
     case MODE_BWRAP:
         launch_push_bwrap_env(L, s);
+        /* what enforces the limits runs in front of env -i and bwrap: a
+           systemd user scope needs the launching environment to reach its
+           manager, and bwrap (whose pid 1 inside keeps the environment it
+           was started with) must start clean */
+        launch_limits_prepend(L, -1, s);
         break;
     case MODE_DOCKER:
         launch_push_docker(L, s);

@@ -302,11 +302,15 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
     argv_add(&b, "bwrap");
     for (size_t i = 0; i < n; i++) {
         const struct mount *m = &mounts[i];
+        if (m->kind == MOUNT_TMPFS)
+            launch_limits_add_tmpfs_size(&b, s);
         argv_add(&b, mount_flag(m->kind));
         argv_add_path(&b, m->path);
         if (m->kind != MOUNT_DEV && m->kind != MOUNT_PROC &&
             m->kind != MOUNT_TMPFS)
             argv_add_path(&b, m->sandbox_path ? m->sandbox_path : m->path);
+        if (m->kind == MOUNT_DEV)
+            launch_limits_add_dev(&b, s);
     }
     argv_add(&b, "--chdir");
     argv_add(&b, s->workdir);

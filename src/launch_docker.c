@@ -81,7 +81,9 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
         }
     }
     launch_docker_protect(&b, s);
+    launch_limits_add_docker(&b, s);
     argv_add(&b, s->docker_image);
+    launch_limits_add_docker_time(&b, s);
     argv_add(&b, "bash");
     argv_add(&b, "-c");
     argv_add(&b, "--"); /* a command starting with - or + is no option */

@@ -224,6 +224,8 @@ void launch_push_dry_run(lua_State *L, const struct launch_spec *s)
                            "(env_pass, env_set and env_inherit apply to bwrap "
                            "and docker only)\n");
     }
+    if (s->mode != MODE_NONE)
+        launch_limits_add_dry_run(&b, L, s);
     add_command(&b, L, s->command);
     luaL_pushresult(&b);
 }

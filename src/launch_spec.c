@@ -14,10 +14,11 @@
 #include <string.h>
 
 static const char *const spec_keys[] = {
-    "config",       "agent", "workdir",    "command",      "proxy_socket",
-    "proxy_port",   "binds", "ro_binds",   "ca_cert",      "bridge",
-    "bridge_path",  "tty",   "seccomp_fd", "seccomp_file", "protect",
-    "agent_config", NULL};
+    "config",       "agent",        "workdir",     "command",
+    "proxy_socket", "proxy_port",   "binds",       "ro_binds",
+    "ca_cert",      "bridge",       "bridge_path", "tty",
+    "seccomp_fd",   "seccomp_file", "protect",     "agent_config",
+    "limits",       "limits_via",   NULL};
 
 /*
  * Host paths that are never bound, as a workdir or a bind: the root, the
@@ -252,7 +253,8 @@ static int check_keys(lua_State *L, int idx)
                             "proxy_socket, proxy_port, binds, ro_binds, "
                             "ca_cert, bridge, bridge_path, tty, "
                             "seccomp_fd, seccomp_file, env_pass, env_set, "
-                            "env_inherit, protect, agent_config)",
+                            "env_inherit, protect, agent_config, limits, "
+                            "limits_via)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -524,6 +526,9 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     if (!launch_env_read(L, idx, s))
         return 0;
     if (!launch_protect_read(L, idx, module_idx, s))
+        return 0;
+
+    if (!launch_limits_read(L, idx, s))
         return 0;
 
     if (s->mode == MODE_BWRAP && s->deny && !s->proxy_socket)

@@ -253,9 +253,11 @@ local function tty_check(env, out)
   end
 end
 
--- A cgroup the limits could live in: a cgroup2 directory that offers the
--- memory and pids controllers, or the v1 memory and pids hierarchies, and
--- in either case one we can make a child in.
+-- A cgroup the limits could live in, found as the cgroup prologue of the
+-- launch line finds it (src/launch_limits.c): a child of the cgroup this
+-- process is in, in the v1 memory and pids hierarchies where they are
+-- mounted, else in cgroup v2 where its cgroup.controllers offers them; in
+-- either case one we can make a child in that gets the limit files.
 local function cgroup_probe(root)
   -- Makes a child of dir and tells whether it holds `file` (the controller's
   -- limit file: the root of a hierarchy has none of its own).
@@ -266,14 +268,31 @@ local function cgroup_probe(root)
     uv.fs_rmdir(child)
     return has
   end
-  for _, v2 in ipairs({ root .. "/unified", root }) do
-    local controllers = read_setting(v2, "cgroup.controllers")
-    if controllers and controllers:find("memory") and controllers:find("pids") and child_has(v2, "cgroup.procs") then
-      return true, "cgroup v2 at " .. v2 .. " (" .. controllers .. ")"
-    end
+  local own, v2path = {}, nil
+  local f = io.open("/proc/self/cgroup")
+  for line in (f and f:read("a") or ""):gmatch("[^\n]+") do
+    local ctls, rel = line:match("^%d+:([^:]*):(.*)$")
+    if ctls == "" then v2path = rel end
+    for c in (ctls or ""):gmatch("[^,]+") do own[c] = rel end
   end
-  if child_has(root .. "/memory", "memory.limit_in_bytes") and child_has(root .. "/pids", "pids.max") then
-    return true, "cgroup v1 memory and pids hierarchies under " .. root
+  if f then f:close() end
+  local function v1(ctl)
+    return own[ctl] and uv.fs_stat(root .. "/" .. ctl) and (root .. "/" .. ctl .. own[ctl]:gsub("/$", "")) or nil
+  end
+  local mem, pids, cpu = v1("memory"), v1("pids"), v1("cpu")
+  if mem and pids and child_has(mem, "memory.limit_in_bytes") and child_has(pids, "pids.max") then
+    local with_cpu = cpu and child_has(cpu, "cpu.cfs_quota_us")
+    return true, "cgroup v1 memory, pids" .. (with_cpu and ", cpu" or " (no cpu: limits.cpu cannot be held)")
+      .. ": a child of " .. mem .. " and of " .. pids, with_cpu
+  end
+  for _, v2 in ipairs({ root, root .. "/unified" }) do
+    local controllers = read_setting(v2, "cgroup.controllers")
+    if controllers and controllers:find("memory") and controllers:find("pids") and v2path then
+      local dir = v2 .. v2path:gsub("/$", "")
+      if child_has(dir, "cgroup.procs") then
+        return true, "cgroup v2 under " .. dir .. " (" .. controllers .. ")", controllers:find("cpu") ~= nil
+      end
+    end
   end
   return false, "no writable cgroup with the memory and pids controllers under " .. root
 end
@@ -286,9 +305,10 @@ local function limits_checks(env, out)
   out[#out + 1] = check("limits: systemd", code == 0,
     code == 0 and "a systemd user scope can be made" or ("no systemd user scope: " .. first_line(text)),
     "log in through a session with a systemd user manager (loginctl enable-linger USER), or use another mechanism")
-  local ok, detail = cgroup_probe(env.cgroup_root)
+  local ok, detail, cpu = cgroup_probe(env.cgroup_root)
   out[#out + 1] = check("limits: cgroup", ok, detail,
     "run as root, or delegate a cgroup v2 subtree with the memory and pids controllers to this user")
+  out[#out].cpu = ok and cpu or nil -- isolation.limits.choose: whether cpu can be held there
   local prlimit = find_program(env.prlimit_name)
   out[#out + 1] = check("limits: rlimit", prlimit ~= nil,
     prlimit and (prlimit .. " (per-process limits: address space, open files; not a per-sandbox total)")
@@ -359,6 +379,20 @@ function M.run(opts)
   end)
   sh("rm -rf " .. shquote(tmp))
   if not ok_run then error(err, 0) end
+  return out
+end
+
+--- Only the "limits: *" checks (systemd, cgroup, rlimit): cheap enough to
+--- run before each launch; isolation.limits.choose picks from them.
+--- opts: cgroup_root, systemd_run, prlimit, timeout (as for run).
+function M.limits_checks(opts)
+  opts = opts or {}
+  local env = {
+    cgroup_root = opts.cgroup_root or "/sys/fs/cgroup", systemd_run_name = opts.systemd_run or "systemd-run",
+    prlimit_name = opts.prlimit or "prlimit", timeout = opts.timeout or 10,
+  }
+  local out = {}
+  limits_checks(env, out)
   return out
 end
 

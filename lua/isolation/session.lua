@@ -18,6 +18,7 @@ local cjson = require("cjson")
 local isolation = require("isolation")
 local policy = require("isolation.policy")
 local protect = require("isolation.protect")
+local limits = require("isolation.limits")
 
 local M = {}
 
@@ -320,6 +321,7 @@ function M.recover(runtime_dir)
   local dir, err = check_runtime_dir(runtime_dir)
   if not dir then return nil, err end
   local removed = {}
+  pcall(limits.cleanup) -- the cgroups of launch lines that were killed
   -- In a directory that another user could have swapped in, the dead
   -- sockets would be theirs: refuse, as manager() does.
   local chain, missing
@@ -436,7 +438,7 @@ local function is_local(target)
 end
 
 local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_binds", "ca_cert",
-  "bridge", "bridge_path", "tty", "protect", "agent_config" }
+  "bridge", "bridge_path", "tty", "protect", "agent_config", "limits", "limits_via" }
 -- the environment: clean by default (the library's base and AGENT_ENV)
 for _, k in ipairs({ "env_pass", "env_set", "env_inherit" }) do SPEC_KEYS[#SPEC_KEYS + 1] = k end
 
@@ -576,6 +578,7 @@ function Manager:_teardown(s, reason)
     for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
     s.protect_moved, s.protect_failed = moved, failed
   end
+  if s.limits_via == "cgroup" then pcall(limits.cleanup) end -- one a killed line left
   if self._on_end then
     local ok, err = pcall(self._on_end, s, reason, moved)
     if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
@@ -640,6 +643,13 @@ function Manager:launch(req)
     spec.seccomp_file, err = ensure_filter(self.runtime_dir, seccomp)
     if not spec.seccomp_file then return nil, err end
   end
+  -- Limits that need a mechanism: the strongest here, or no launch.
+  local limits_how
+  if cfg.mode == "bwrap" and spec.limits_via == nil and is_local(target) and limits.needs_mechanism(spec.limits) then
+    self._limits_checks = self._limits_checks or limits.probe()
+    spec.limits_via, limits_how = limits.choose(spec.limits, { checks = self._limits_checks })
+    if not spec.limits_via and limits_how then return nil, limits_how end
+  end
   -- Protected paths: what only the file system knows is added here, and
   -- only where the line runs on this machine (an ssh target's files are
   -- not ours to look at: the binds still hold there, the end check not).
@@ -672,6 +682,7 @@ function Manager:launch(req)
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
     isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
     _protect_watch = watch,
+    limits_via = spec.limits_via, limits_how = limits_how,
   }
   if uses_proxy then
     local p
