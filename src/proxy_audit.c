@@ -309,6 +309,13 @@ struct proxy_audit *proxy_audit_open(const char *path, const char *session,
                   O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
                       O_NOCTTY | O_NONBLOCK,
                   0600);
+    if (fd < 0 && errno == ELOOP) {
+        snprintf(err, errcap,
+                 "isolation: audit_log %s: is a symbolic link, which is not "
+                 "followed (give the file's own path)",
+                 path);
+        return NULL;
+    }
     if (fd < 0) {
         snprintf(err, errcap, "isolation: audit_log %s: cannot open it (%s)",
                  path, strerror(errno));
