@@ -333,6 +333,9 @@ void conn_forward_done(struct conn *c);
 /* The one event of the request in flight. */
 void conn_event(struct conn *c, const char *type, const char *code, int status,
                 const char *reason);
+/* The request is admitted (kind 1: a tunnel opened, 2: a response head
+ * relayed): counted now, its event given when it ends. */
+void conn_admit(struct conn *c, uint8_t kind);
 /* An admitted request has ended: its event, with its bytes. */
 void conn_event_admitted(struct conn *c);
 void conn_arm(struct conn *c, uint64_t ms);

@@ -89,6 +89,12 @@ void conn_event(struct conn *c, const char *type, const char *code, int status,
     c->req_start = 0;
 }
 
+void conn_admit(struct conn *c, uint8_t kind)
+{
+    c->admitted = kind;
+    atomic_fetch_add_explicit(&c->px->stats.allowed, 1, memory_order_relaxed);
+}
+
 /* One event per admitted request, when it ends: the decision with the
  * bytes it moved (see README, choices: a tunnel is logged once, whole). */
 void conn_event_admitted(struct conn *c)
@@ -696,7 +702,7 @@ static void dial_next(struct conn *c)
 
 static void tunnel_established(struct conn *c)
 {
-    c->admitted = 1; /* its event comes when the tunnel ends */
+    conn_admit(c, 1); /* its event comes when the tunnel ends */
     c->state = CONN_TUNNEL;
     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
     if (relay_send_copy(c, DIR_DOWN, ok, sizeof ok - 1) < 0) {

@@ -45,11 +45,11 @@ static void copy_text(char *dst, size_t cap, const char *src)
 void proxy_event(struct proxy *p, const struct conn *c, const char *type,
                  const char *code, int status, const char *reason)
 {
-    if (type[0] == 'a' || type[0] == 'r')
-        atomic_fetch_add_explicit(&p->stats.allowed, 1, memory_order_relaxed);
-    else if (type[0] == 'd')
+    /* allowed counts at the admission (conn_admit), when the tunnel opens
+     * or the response head comes, as before events waited for the end. */
+    if (type[0] == 'd')
         atomic_fetch_add_explicit(&p->stats.denied, 1, memory_order_relaxed);
-    else
+    else if (type[0] == 'e')
         atomic_fetch_add_explicit(&p->stats.errors, 1, memory_order_relaxed);
 
     struct proxy_event ev, *e = &ev;

@@ -407,7 +407,7 @@ static void response_head(struct conn *c, const struct http_response *res,
     c->up_reusable = res->keep_alive && res->body != BODY_UNTIL_CLOSE;
     if (res->body == BODY_UNTIL_CLOSE)
         c->close_after = true;
-    c->admitted = 2; /* its event comes when the response is relayed */
+    conn_admit(c, 2); /* its event comes when the response is relayed */
     size_t rest = b->len - head_len;
     bool done = res->body == BODY_NONE ||
                 (res->body == BODY_LENGTH && res->content_length == 0);
