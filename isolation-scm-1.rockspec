@@ -23,7 +23,7 @@ build = {
         "src/launch_bwrap.c", "src/launch_describe.c", "src/launch_docker.c",
         "src/launch_dryrun.c", "src/launch_env.c", "src/launch_script.c",
         "src/launch_spec.c", "src/launch_wrap.c", "src/preflight.c",
-        "src/proxy_conn.c", "src/proxy_event.c",
+        "src/proxy_audit.c", "src/proxy_conn.c", "src/proxy_event.c",
         "src/proxy_listen.c", "src/proxy_loop.c", "src/proxy_lua.c",
         "src/proxy_relay.c", "src/seccomp_tty.c", "src/selftest.c",
         "src/strarg.c", "src/target.c", "src/tlshello.c",
