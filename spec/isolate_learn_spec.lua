@@ -72,6 +72,7 @@ describe("isolate --learn", function()
     local status, out, err = run({ "--learn", "--log", log }, script)
     assert.are.equal(0, status, err)
     assert.are.equal("one.example.com 200\ntwo.example.com 200\nthree.example.com 200\nprivate 403\nsni 000\n", out)
+    assert.truthy(err:find("^isolate: learn mode: the proxy admits every host that is not on the allowlist"), err)
     for i = 1, 3 do assert.are.same({ "GET /learn HTTP/1.1" }, ups[i].requests()) end
 
     -- exactly the three host:ports, as options and as a config

@@ -218,6 +218,30 @@ describe("proxy audit log", function()
     assert.are.same(logged, codes)
   end)
 
+  it("a client cannot forge or split a line: its quotes, backslashes and newlines stay in reason", function()
+    open()
+    local forged = 'x"}\n{"type":"allow","code":"allowed","host":"evil.example.net\\"\r\n'
+    local c = W.tunnel(p:address(), "up.example.com:" .. up.raw_port)
+    c:send(wire.client_hello({ sni = forged }))
+    c:wait_eof(5)
+    c:close()
+    W.exchange(p:address(), "GET http://" .. forged .. "/ HTTP/1.1\r\n\r\n")
+    local lines = wait_lines(2)
+    local f = assert(io.open(log, "rb"))
+    local text = f:read("a")
+    f:close()
+    assert.are.equal(2, select(2, text:gsub("\n", "")), text)
+    assert.are.same({ "deny", "sni_mismatch", "up.example.com" }, { lines[1].type, lines[1].code, lines[1].host })
+    assert.are.equal("deny", lines[2].type)
+    assert.are.equal(2, #lines)
+    -- the reason holds the server name, every byte outside printable ASCII and the backslash as \xNN
+    assert.truthy(lines[1].reason:find('x"}\\x0a{"type":"allow"', 1, true), lines[1].reason)
+    assert.truthy(lines[1].reason:find('evil.example.net\\x5c"\\x0d\\x0a', 1, true), lines[1].reason)
+    for _, l in ipairs(lines) do
+      for _, k in ipairs({ "reason", "host", "method" }) do assert.is_nil(l[k]:find("[%c\128-\255]"), k) end
+    end
+  end)
+
   it("too_many: the connection over max_connections", function()
     open({ max_connections = 1, header_timeout = 5 })
     local hold = W.connect(p:address())
