@@ -304,6 +304,7 @@ describe("proxy audit log", function()
         assert(uv.fs_chown(log, 65534, 65534))
       end, "another user" },
     }
+    if uv.getuid() ~= 0 then table.remove(cases) end -- only root can give a file away
     for _, case in ipairs(cases) do
       os.remove(log)
       case[2]()
