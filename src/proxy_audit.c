@@ -29,8 +29,9 @@
 #define AUDIT_QUEUE_MAX (1024 * 1024)
 /* How long a close waits for the queue to reach the disk. */
 #define AUDIT_CLOSE_WAIT_NS 2000000000ULL
-/* The longest line: every text field escaped twice over. */
-#define AUDIT_LINE_MAX 2048
+/* Room for a line beside its session: every other text field at its full
+ * length with each byte JSON-escaped, the keys and the numbers. */
+#define AUDIT_LINE_ROOM 2048
 
 struct proxy_audit {
     uv_thread_t thread;
@@ -39,7 +40,9 @@ struct proxy_audit {
     int fd;
     char *path;
     char *session; /* a JSON value: a quoted string, or null */
-    char *buf;     /* queued lines */
+    char *line;    /* the loop thread's line being made */
+    size_t line_cap;
+    char *buf; /* queued lines */
     size_t len, cap;
     bool writing, stopping, failed, orphan;
     atomic_ullong dropped;
@@ -134,6 +137,7 @@ static void audit_free(struct proxy_audit *a)
     uv_cond_destroy(&a->wake);
     uv_cond_destroy(&a->idle);
     free(a->buf);
+    free(a->line);
     free(a->path);
     free(a->session);
     free(a);
@@ -212,8 +216,8 @@ static void writer_main(void *arg)
 
 void proxy_audit_event(struct proxy_audit *a, const struct proxy_event *e)
 {
-    char line[AUDIT_LINE_MAX];
-    size_t n = format_line(a, e, line, sizeof line);
+    char *line = a->line;
+    size_t n = format_line(a, e, line, a->line_cap);
     uv_mutex_lock(&a->mu);
     bool ok = !a->failed && a->len + n <= AUDIT_QUEUE_MAX;
     if (ok && a->len + n > a->cap) {
@@ -347,11 +351,13 @@ struct proxy_audit *proxy_audit_open(const char *path, const char *session,
     a->fd = fd;
     a->path = strdup(path);
     a->session = session_json(session, session_len);
+    a->line_cap = AUDIT_LINE_ROOM + (a->session ? strlen(a->session) : 0);
+    a->line = malloc(a->line_cap);
     atomic_init(&a->dropped, 0);
     uv_mutex_init(&a->mu);
     uv_cond_init(&a->wake);
     uv_cond_init(&a->idle);
-    if (!a->path || !a->session ||
+    if (!a->path || !a->session || !a->line ||
         uv_thread_create(&a->thread, writer_main, a) != 0) {
         audit_free(a);
         snprintf(err, errcap,
