@@ -98,8 +98,10 @@ describe("isolation.proxy (thread mode)", function()
     assert.are.equal(before, up:stats().accepts)
     local ev = p:events()
     assert.are.equal(1, #ev)
-    assert.are.same({ type = "deny", method = "CONNECT", host = "denied.example.com",
-      port = up.raw_port, status = 403, reason = ev[1].reason }, ev[1])
+    assert.are.same({ type = "deny", code = "not_allowed", method = "CONNECT", host = "denied.example.com",
+      port = up.raw_port, status = 403, reason = ev[1].reason, bytes_up = 0, bytes_down = 0,
+      duration = ev[1].duration }, ev[1])
+    assert.is_true(ev[1].duration >= 0 and ev[1].duration < 1)
     assert.are.equal(1, p:stats().denied)
   end)
 

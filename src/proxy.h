@@ -7,6 +7,7 @@
  *   proxy_conn.c    one client connection: request heads, checks, dialing
  *   proxy_relay.c   moving bytes: tunnels, bodies, backpressure
  *   proxy_event.c   events, stats and the swappable allowlist
+ *   proxy_audit.c   the audit log: JSON lines written by a thread of its own
  *
  * Threads: everything that touches uv handles runs on the loop's thread
  * (the background thread, or the Lua thread in luv mode). The Lua thread
@@ -79,6 +80,7 @@ struct proxy_opts {
     unsigned max_connections;
     bool allow_private;
     bool sni_match;
+    bool report; /* learn mode: admit what the allowlist does not */
     struct proxy_resolve *resolve;
     size_t nresolve;
 };
@@ -86,12 +88,17 @@ struct proxy_opts {
 struct proxy_event {
     struct proxy_event *next;
     char type[8];
+    const char *code; /* a string literal: the machine reason */
     char method[16];
     char host[HOST_NAME_CAP];
     int port;
     int status;
+    uint64_t bytes_up, bytes_down;
+    uint64_t duration_us;
     char reason[200];
 };
+
+struct proxy_audit;
 
 struct proxy_stats {
     atomic_ullong connections, active, allowed, denied, errors, bytes_up,
@@ -141,6 +148,10 @@ struct proxy {
     struct proxy_event *ev_head, *ev_tail;
     size_t ev_count;
     struct proxy_stats stats;
+
+    /* The audit log (NULL without one); lines are made on the loop's
+     * thread and written by the log's own. */
+    struct proxy_audit *audit;
 
     /* luv mode: registry ref of on_event (LUA_NOREF when none). */
     int on_event_ref;
@@ -225,6 +236,8 @@ struct conn {
 
     uint64_t last_active;
     uint64_t deadline;
+    uint64_t req_start; /* uv_hrtime() when the request's head was complete */
+    uint64_t req_bytes[2]; /* by direction: relayed for this request */
     uint8_t state;
     uint8_t nopen; /* handles and lookups not yet finished */
     uint8_t naddr, addr_i;
@@ -237,6 +250,10 @@ struct conn {
     bool req_done, res_done, res_head_done, head_req, close_after;
     bool up_reusable, redial, kept;
     bool ev_pending; /* a request whose event is not given yet */
+    /* Admitted (a tunnel established, a response head relayed): its one
+     * event is given when it ends, with its bytes. */
+    uint8_t admitted;
+    bool reported;   /* admitted by learn mode, not by the allowlist */
     bool carry_lost; /* pipelined bytes did not fit: end after this one */
     int last_err;
     uint8_t req_body, res_body;
@@ -292,8 +309,9 @@ int proxy_start(struct proxy *p);
 void proxy_stop(struct proxy *p);
 
 /* proxy_event.c */
-void proxy_event(struct proxy *p, const char *type, const char *method,
-                 const char *host, int port, int status, const char *reason);
+/* The event of c's request (its method, host, port, bytes and duration). */
+void proxy_event(struct proxy *p, const struct conn *c, const char *type,
+                 const char *code, int status, const char *reason);
 /* Moves the queued events to a new Lua array on the stack. */
 void proxy_events_push(lua_State *L, struct proxy *p);
 /* luv mode: calls on_event for each queued event; errors go to stderr. */
@@ -309,15 +327,34 @@ void proxy_unref(struct proxy *p);
 /* proxy_conn.c, used by the relay */
 void conn_close(struct conn *c);
 void conn_update_reads(struct conn *c);
-void conn_fail(struct conn *c, int status, const char *type,
+void conn_fail(struct conn *c, int status, const char *type, const char *code,
                const char *reason);
 void conn_forward_done(struct conn *c);
 /* The one event of the request in flight. */
-void conn_event(struct conn *c, const char *type, int status,
+void conn_event(struct conn *c, const char *type, const char *code, int status,
                 const char *reason);
+/* The request is admitted (kind 1: a tunnel opened, 2: a response head
+ * relayed): counted now, its event given when it ends. */
+void conn_admit(struct conn *c, uint8_t kind);
+/* An admitted request has ended: its event, with its bytes. */
+void conn_event_admitted(struct conn *c);
 void conn_arm(struct conn *c, uint64_t ms);
 /* Appends bytes the client sent after a request to the head buffer. */
 void conn_carry(struct conn *c, const char *p, size_t n);
+
+/* proxy_audit.c */
+/* Opens path for appending (created 0600; never a link, another user's
+ * file, or one others can read) and starts its writer; NULL with a
+ * message in err. */
+struct proxy_audit *proxy_audit_open(const char *path, const char *session,
+                                     size_t session_len, char *err,
+                                     size_t errcap);
+/* Queues e's line; never waits for the disk. */
+void proxy_audit_event(struct proxy_audit *a, const struct proxy_event *e);
+/* Lines dropped (a failed write, or more queued than the log may hold). */
+uint64_t proxy_audit_dropped(struct proxy_audit *a);
+/* Writes what is queued (waiting a bounded time), then frees the log. */
+void proxy_audit_close(struct proxy_audit *a);
 
 /* proxy_relay.c */
 void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n);

@@ -76,11 +76,44 @@ static void conn_close_up(struct conn *c)
     uv_close((uv_handle_t *)&c->up, on_up_closed);
 }
 
-void conn_event(struct conn *c, const char *type, int status,
+static void addr_text(const struct host_addr *a, char *out, size_t cap);
+
+void conn_event(struct conn *c, const char *type, const char *code, int status,
                 const char *reason)
 {
     c->ev_pending = false;
-    proxy_event(c->px, type, c->method, c->host, c->port, status, reason);
+    proxy_event(c->px, c, type, code, status, reason);
+    /* What follows (an error reply, the next request's head) is not this
+     * request's. */
+    c->req_bytes[DIR_UP] = c->req_bytes[DIR_DOWN] = 0;
+    c->req_start = 0;
+}
+
+void conn_admit(struct conn *c, uint8_t kind)
+{
+    c->admitted = kind;
+    atomic_fetch_add_explicit(&c->px->stats.allowed, 1, memory_order_relaxed);
+}
+
+/* One event per admitted request, when it ends: the decision with the
+ * bytes it moved (see README, choices: a tunnel is logged once, whole). */
+void conn_event_admitted(struct conn *c)
+{
+    char reason[160], text[INET6_ADDRSTRLEN];
+    const char *learn = c->reported ? "not in the allowlist, admitted by "
+                                      "learn mode; "
+                                    : "";
+    if (c->admitted == 1) {
+        addr_text(&c->addrs[c->addr_i], text, sizeof text);
+        snprintf(reason, sizeof reason, "%stunnel to %s", learn, text);
+    } else {
+        snprintf(reason, sizeof reason, "%supstream answered %d%s", learn,
+                 c->res_status,
+                 c->res_done ? "" : " (the response was cut short)");
+    }
+    conn_event(c, c->reported ? "report" : "allow",
+               c->reported ? "not_allowed" : "allowed",
+               c->admitted == 1 ? 200 : c->res_status, reason);
 }
 
 void conn_close(struct conn *c)
@@ -88,8 +121,10 @@ void conn_close(struct conn *c)
     if (c->closing)
         return;
     struct proxy *p = c->px;
-    if (c->ev_pending)
-        conn_event(c, "error", 499,
+    if (c->ev_pending && c->admitted)
+        conn_event_admitted(c);
+    else if (c->ev_pending)
+        conn_event(c, "error", "client_closed", 499,
                    "the connection ended before the request was answered");
     c->closing = true;
     c->state = CONN_CLOSED;
@@ -342,7 +377,8 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
             conn_close_up(c); /* a kept upstream went away */
         } else if (n != UV_EOF) {
             if (c->state == CONN_FORWARD && !c->res_head_done)
-                conn_fail(c, 502, "error", "upstream connection failed");
+                conn_fail(c, 502, "error", "upstream_failed",
+                          "upstream connection failed");
             else
                 conn_close(c);
         } else {
@@ -466,11 +502,11 @@ static void conn_end_client(struct conn *c)
 }
 
 static void conn_reply(struct conn *c, int status, const char *type,
-                       const char *reason)
+                       const char *code, const char *reason)
 {
     if (c->closing || c->state == CONN_LINGER)
         return;
-    conn_event(c, type, status, reason);
+    conn_event(c, type, code, status, reason);
     char body[400];
     int bl = snprintf(body, sizeof body, "isolation proxy: %s\n", reason);
     if (bl < 0 || (size_t)bl >= sizeof body)
@@ -491,18 +527,19 @@ static void conn_reply(struct conn *c, int status, const char *type,
     conn_end_client(c);
 }
 
-void conn_fail(struct conn *c, int status, const char *type, const char *reason)
+void conn_fail(struct conn *c, int status, const char *type, const char *code,
+               const char *reason)
 {
     if (c->closing)
         return;
     if (c->state == CONN_TUNNEL ||
         (c->state == CONN_FORWARD && c->res_head_done)) {
         /* The client already has a status line: all we can do is stop. */
-        conn_event(c, type, status, reason);
+        conn_event(c, type, code, status, reason);
         conn_close(c);
         return;
     }
-    conn_reply(c, status, type, reason);
+    conn_reply(c, status, type, code, reason);
 }
 
 /* ---- checking and dialing ---- */
@@ -598,7 +635,7 @@ static bool addr_admitted(struct conn *c, const struct host_addr *a)
         snprintf(reason, sizeof reason,
                  "%s:%d is the proxy's own listening address", c->host,
                  c->port);
-        conn_reply(c, 403, "deny", reason);
+        conn_reply(c, 403, "deny", "own_address", reason);
         return false;
     }
     if (host_addr_is_private(a) && !p->opts.allow_private &&
@@ -614,7 +651,7 @@ static bool addr_admitted(struct conn *c, const struct host_addr *a)
                      "%s is a %s address, which the allowlist does not "
                      "admit",
                      text, addr_class(a));
-        conn_reply(c, 403, "deny", reason);
+        conn_reply(c, 403, "deny", "private_address", reason);
         return false;
     }
     return true;
@@ -637,7 +674,7 @@ static void dial_next(struct conn *c)
         snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s", c->host,
                  c->port,
                  c->last_err ? uv_strerror(c->last_err) : "no address");
-        conn_reply(c, 502, "error", reason);
+        conn_reply(c, 502, "error", "connect_failed", reason);
         return;
     }
     int r = uv_tcp_init(conn_loop(c), &c->up);
@@ -665,16 +702,14 @@ static void dial_next(struct conn *c)
 
 static void tunnel_established(struct conn *c)
 {
-    char reason[128], text[INET6_ADDRSTRLEN];
-    addr_text(&c->addrs[c->addr_i], text, sizeof text);
-    snprintf(reason, sizeof reason, "tunnel to %s", text);
-    conn_event(c, "allow", 200, reason);
+    conn_admit(c, 1); /* its event comes when the tunnel ends */
     c->state = CONN_TUNNEL;
     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
     if (relay_send_copy(c, DIR_DOWN, ok, sizeof ok - 1) < 0) {
         conn_close(c);
         return;
     }
+    c->req_bytes[DIR_DOWN] = 0; /* the tunnel's bytes are the peers' */
     c->last_active = uv_now(conn_loop(c));
     conn_arm(c, c->px->opts.idle_ms);
     bool ended = c->dir[DIR_UP].eof;
@@ -695,7 +730,8 @@ static void forward_send(struct conn *c)
     struct relay_buf *out = c->out;
     c->out = NULL;
     if (relay_send(c, DIR_UP, out, 0, out->len) < 0) {
-        conn_fail(c, 502, "error", "cannot send the request upstream");
+        conn_fail(c, 502, "error", "upstream_failed",
+                  "cannot send the request upstream");
         return;
     }
     conn_update_reads(c);
@@ -775,7 +811,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         char reason[HOST_NAME_CAP + 64];
         snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
                  status < 0 ? uv_strerror(status) : "no address");
-        conn_reply(c, 502, "error", reason);
+        conn_reply(c, 502, "error", "dns_failed", reason);
         return;
     }
     check_and_dial(c);
@@ -795,7 +831,7 @@ static void resolve(struct conn *c)
     }
     c->gai = malloc(sizeof *c->gai);
     if (!c->gai) {
-        conn_reply(c, 502, "error", "out of memory");
+        conn_reply(c, 502, "error", "internal_error", "out of memory");
         return;
     }
     c->gai->data = c;
@@ -812,7 +848,7 @@ static void resolve(struct conn *c)
         char reason[HOST_NAME_CAP + 64];
         snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
                  uv_strerror(r));
-        conn_reply(c, 502, "error", reason);
+        conn_reply(c, 502, "error", "dns_failed", reason);
         return;
     }
     c->nopen++;
@@ -888,6 +924,10 @@ static void handle_request(struct conn *c, const struct http_request *req,
     c->head_req = strcmp(c->method, "HEAD") == 0;
     c->close_after = false;
     c->ev_pending = true;
+    c->admitted = 0;
+    c->reported = false;
+    c->req_start = uv_hrtime();
+    c->req_bytes[DIR_UP] = c->req_bytes[DIR_DOWN] = 0;
     /* CONNECT keeps reading (into the head buffer, bounded) while it is
      * checked, resolved and dialed: stopping and restarting costs system
      * calls on every tunnel. A forward request stops: what follows is body,
@@ -896,13 +936,17 @@ static void handle_request(struct conn *c, const struct http_request *req,
 
     proxy_allow_put(c->allow);
     c->allow = proxy_allow_get(p);
-    if (!hostpat_match(c->allow->list, req->host_kind, req->host, &req->addr,
-                       req->port)) {
+    bool listed = hostpat_match(c->allow->list, req->host_kind, req->host,
+                                &req->addr, req->port);
+    /* Learn mode admits what the list does not; every later check (the
+     * address rule, the SNI match) still applies. */
+    c->reported = !listed && p->opts.report;
+    if (!listed && !c->reported) {
         char reason[HOST_NAME_CAP + 64];
         snprintf(reason, sizeof reason, "host %s:%d is not in the allowlist",
                  req->host, req->port);
         c->head_len = 0; /* pipelined bytes after a refusal go nowhere */
-        conn_reply(c, 403, "deny", reason);
+        conn_reply(c, 403, "deny", "not_allowed", reason);
         return;
     }
 
@@ -917,6 +961,7 @@ static void handle_request(struct conn *c, const struct http_request *req,
         if (r != 0) {
             c->head_len = 0;
             conn_reply(c, r == -2 ? 400 : 502, r == -2 ? "deny" : "error",
+                       r == -2 ? "bad_request" : "internal_error",
                        r == -2 ? "malformed chunked body" : "out of memory");
             return;
         }
@@ -944,6 +989,22 @@ static void handle_request(struct conn *c, const struct http_request *req,
     resolve(c);
 }
 
+/* The code of a refusal by the request parser, by its status. */
+static const char *parse_code(int status)
+{
+    switch (status) {
+    case 414:
+    case 431:
+        return "too_large";
+    case 501:
+        return "not_implemented";
+    case 505:
+        return "bad_version";
+    default:
+        return "bad_request";
+    }
+}
+
 static void conn_parse_head(struct conn *c)
 {
     struct http_request req;
@@ -952,7 +1013,7 @@ static void conn_parse_head(struct conn *c)
     int r = http_parse_request(c->head, c->head_len, max, &req, &why);
     if (r == 0) {
         if (c->head_len > max)
-            conn_reply(c, 431, "deny", "request head too large");
+            conn_reply(c, 431, "deny", "too_large", "request head too large");
         else
             conn_update_reads(c);
         return;
@@ -961,7 +1022,8 @@ static void conn_parse_head(struct conn *c)
         c->method[0] = c->host[0] = '\0';
         c->port = 0;
         c->head_len = 0;
-        conn_reply(c, -r, "deny", why ? why : "malformed request");
+        conn_reply(c, -r, "deny", parse_code(-r),
+                   why ? why : "malformed request");
         return;
     }
     handle_request(c, &req, (size_t)r);
@@ -972,6 +1034,8 @@ void conn_forward_done(struct conn *c)
 {
     if (c->closing)
         return;
+    if (c->ev_pending && c->admitted)
+        conn_event_admitted(c);
     if (!c->up_reusable || c->dir[DIR_DOWN].eof)
         conn_close_up(c);
     proxy_allow_put(c->allow);
@@ -1006,29 +1070,30 @@ static void on_timer(uv_timer_t *t)
         if (c->kept && c->head_len == 0)
             conn_close(c); /* idle between requests */
         else
-            conn_reply(c, 408, "error",
+            conn_reply(c, 408, "error", "header_timeout",
                        "request head not complete within header_timeout");
         break;
     case CONN_RESOLVE:
         if (c->gai)
             uv_cancel((uv_req_t *)c->gai);
-        conn_reply(c, 504, "error", "name resolution timed out");
+        conn_reply(c, 504, "error", "dns_timeout", "name resolution timed out");
         break;
     case CONN_DIAL:
-        conn_reply(c, 504, "error", "connecting upstream timed out");
+        conn_reply(c, 504, "error", "connect_timeout",
+                   "connecting upstream timed out");
         break;
     case CONN_TUNNEL:
     case CONN_FORWARD: {
         if (c->sni_wait && now >= c->deadline) {
-            proxy_event(p, "deny", c->method, c->host, c->port, 403,
-                        "no complete TLS ClientHello within header_timeout");
+            conn_event(c, "deny", "tls_timeout", 403,
+                       "no complete TLS ClientHello within header_timeout");
             conn_close(c);
             break;
         }
         uint64_t idle = now - c->last_active;
         if (idle >= p->opts.idle_ms) {
             if (c->state == CONN_FORWARD && !c->res_head_done)
-                conn_fail(c, 504, "error",
+                conn_fail(c, 504, "error", "upstream_timeout",
                           "upstream did not answer within "
                           "idle_timeout");
             else
@@ -1084,7 +1149,7 @@ static void on_connection(uv_stream_t *server, int status)
         uv_tcp_nodelay(&c->client.tcp, 1);
     c->state = CONN_HEAD;
     if (p->nclients >= p->opts.max_connections) {
-        conn_reply(c, 503, "error", "too many connections");
+        conn_reply(c, 503, "error", "too_many", "too many connections");
         return;
     }
     c->counted = true;

@@ -1,7 +1,8 @@
 /*
  * proxy_event.c - what a proxy tells its owner: one event per CONNECT and
- * per forward request (queued, bounded), counters, and the allowlist that
- * set_allow swaps while requests are in flight.
+ * per forward request (queued, bounded; given when the request ends, with
+ * its bytes and duration, and copied to the audit log), counters, and the
+ * allowlist that set_allow swaps while requests are in flight.
  */
 #include <lauxlib.h>
 #include <stdio.h>
@@ -41,37 +42,43 @@ static void copy_text(char *dst, size_t cap, const char *src)
     dst[o] = '\0';
 }
 
-void proxy_event(struct proxy *p, const char *type, const char *method,
-                 const char *host, int port, int status, const char *reason)
+void proxy_event(struct proxy *p, const struct conn *c, const char *type,
+                 const char *code, int status, const char *reason)
 {
-    if (type[0] == 'a')
-        atomic_fetch_add_explicit(&p->stats.allowed, 1, memory_order_relaxed);
-    else if (type[0] == 'd')
+    /* allowed counts at the admission (conn_admit), when the tunnel opens
+     * or the response head comes, as before events waited for the end. */
+    if (type[0] == 'd')
         atomic_fetch_add_explicit(&p->stats.denied, 1, memory_order_relaxed);
-    else
+    else if (type[0] == 'e')
         atomic_fetch_add_explicit(&p->stats.errors, 1, memory_order_relaxed);
 
+    struct proxy_event ev, *e = &ev;
+    e->next = NULL;
+    copy_text(e->type, sizeof e->type, type);
+    e->code = code;
+    copy_text(e->method, sizeof e->method, c->method);
+    copy_text(e->host, sizeof e->host, c->host);
+    e->port = c->port;
+    e->status = status;
+    e->bytes_up = c->req_bytes[DIR_UP];
+    e->bytes_down = c->req_bytes[DIR_DOWN];
+    uint64_t now = c->req_start ? uv_hrtime() : 0;
+    e->duration_us = now > c->req_start ? (now - c->req_start) / 1000 : 0;
+    copy_text(e->reason, sizeof e->reason, reason);
+    /* The log gets every event, also those the queue has no room for. */
+    if (p->audit)
+        proxy_audit_event(p->audit, e);
+
     uv_mutex_lock(&p->mu);
-    if (p->ev_count >= PROXY_MAX_EVENTS) {
-        uv_mutex_unlock(&p->mu);
-        atomic_fetch_add_explicit(&p->stats.events_dropped, 1,
-                                  memory_order_relaxed);
-        return;
-    }
+    bool full = p->ev_count >= PROXY_MAX_EVENTS;
     uv_mutex_unlock(&p->mu);
-    struct proxy_event *e = malloc(sizeof *e);
+    e = full ? NULL : malloc(sizeof *e);
     if (!e) {
         atomic_fetch_add_explicit(&p->stats.events_dropped, 1,
                                   memory_order_relaxed);
         return;
     }
-    e->next = NULL;
-    copy_text(e->type, sizeof e->type, type);
-    copy_text(e->method, sizeof e->method, method);
-    copy_text(e->host, sizeof e->host, host);
-    e->port = port;
-    e->status = status;
-    copy_text(e->reason, sizeof e->reason, reason);
+    *e = ev;
     uv_mutex_lock(&p->mu);
     if (p->ev_tail)
         p->ev_tail->next = e;
@@ -94,9 +101,11 @@ static struct proxy_event *take_events(struct proxy *p)
 
 static void push_event(lua_State *L, const struct proxy_event *e)
 {
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 10);
     lua_pushstring(L, e->type);
     lua_setfield(L, -2, "type");
+    lua_pushstring(L, e->code);
+    lua_setfield(L, -2, "code");
     lua_pushstring(L, e->method);
     lua_setfield(L, -2, "method");
     lua_pushstring(L, e->host);
@@ -107,6 +116,12 @@ static void push_event(lua_State *L, const struct proxy_event *e)
     lua_setfield(L, -2, "status");
     lua_pushstring(L, e->reason);
     lua_setfield(L, -2, "reason");
+    lua_pushinteger(L, (lua_Integer)e->bytes_up);
+    lua_setfield(L, -2, "bytes_up");
+    lua_pushinteger(L, (lua_Integer)e->bytes_down);
+    lua_setfield(L, -2, "bytes_down");
+    lua_pushnumber(L, (lua_Number)e->duration_us / 1e6);
+    lua_setfield(L, -2, "duration");
 }
 
 void proxy_events_push(lua_State *L, struct proxy *p)
@@ -173,7 +188,7 @@ static void set_counter(lua_State *L, const char *name, atomic_ullong *v)
 
 void proxy_stats_push(lua_State *L, struct proxy *p)
 {
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, 9);
     set_counter(L, "connections", &p->stats.connections);
     set_counter(L, "active", &p->stats.active);
     set_counter(L, "allowed", &p->stats.allowed);
@@ -182,6 +197,9 @@ void proxy_stats_push(lua_State *L, struct proxy *p)
     set_counter(L, "bytes_up", &p->stats.bytes_up);
     set_counter(L, "bytes_down", &p->stats.bytes_down);
     set_counter(L, "events_dropped", &p->stats.events_dropped);
+    lua_pushinteger(L,
+                    p->audit ? (lua_Integer)proxy_audit_dropped(p->audit) : 0);
+    lua_setfield(L, -2, "log_dropped");
 }
 
 struct proxy_allow *proxy_allow_new(hostpat_list *list)
@@ -227,6 +245,8 @@ void proxy_unref(struct proxy *p)
         return;
     proxy_allow_put(p->allow);
     proxy_events_free(p);
+    if (p->audit)
+        proxy_audit_close(p->audit);
     for (size_t i = 0; i < p->opts.nresolve; i++)
         free(p->opts.resolve[i].addrs);
     free(p->opts.resolve);

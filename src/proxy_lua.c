@@ -38,6 +38,9 @@ static const char *const known_opts[] = {"allow",
                                          "idle_timeout",
                                          "max_header_bytes",
                                          "max_connections",
+                                         "report",
+                                         "audit_log",
+                                         "session",
                                          NULL};
 
 static proxy_ud *check_ud(lua_State *L)
@@ -243,7 +246,8 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
                             "allow, unix, listen, loop, on_event, "
                             "allow_private, resolve, sni, header_timeout, "
                             "connect_timeout, dns_timeout, idle_timeout, "
-                            "max_header_bytes, max_connections)",
+                            "max_header_bytes, max_connections, report, "
+                            "audit_log, session)",
                             luaL_tolstring(L, -1, NULL));
             return -1;
         }
@@ -260,7 +264,8 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
         opt_seconds(L, "idle_timeout", 86400, &o->idle_ms) ||
         opt_integer(L, "max_header_bytes", 1024, PROXY_MAX_HEADER_LIMIT, &mh) ||
         opt_integer(L, "max_connections", 1, 1000000, &mc) ||
-        opt_bool(L, "allow_private", &o->allow_private))
+        opt_bool(L, "allow_private", &o->allow_private) ||
+        opt_bool(L, "report", &o->report))
         return -1;
     o->max_header_bytes = (size_t)mh;
     o->max_connections = (unsigned)mc;
@@ -291,6 +296,51 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
         return -1;
     }
     lua_pop(L, 1);
+    return 0;
+}
+
+/* audit_log = path, session = id: the log, opened before the listener so
+ * that a bad path leaves nothing behind. 0, or -1 with a message in err. */
+static int open_audit(lua_State *L, struct proxy *p, char *err, size_t errcap)
+{
+    int top = lua_gettop(L);
+    lua_getfield(L, 1, "audit_log");
+    lua_getfield(L, 1, "session");
+    const char *path = NULL, *session = NULL;
+    size_t slen = 0;
+    const char *bad = NULL;
+    int bad_idx = 0;
+    if (!lua_isnil(L, top + 1) &&
+        (lua_type(L, top + 1) != LUA_TSTRING ||
+         !(path = strarg_get(L, top + 1, "audit_log", NULL)) || !path[0])) {
+        bad = "audit_log must be a file path";
+        bad_idx = top + 1;
+    } else if (!lua_isnil(L, top + 2) &&
+               (lua_type(L, top + 2) != LUA_TSTRING ||
+                !(session = strarg_get(L, top + 2, "session", &slen)))) {
+        bad = "session must be a string (the id the audit log names)";
+        bad_idx = top + 2;
+    }
+    if (bad) {
+        /* strarg_get pushed its own message for a NUL byte: use it. */
+        if (lua_gettop(L) > top + 2) {
+            snprintf(err, errcap, "%s", lua_tostring(L, -1));
+        } else {
+            launch_push_got(L, bad_idx);
+            snprintf(err, errcap, "isolation: %s (got %s)", bad,
+                     lua_tostring(L, -1));
+        }
+        lua_settop(L, top);
+        return -1;
+    }
+    if (path) {
+        p->audit = proxy_audit_open(path, session, slen, err, errcap);
+        if (!p->audit) {
+            lua_settop(L, top);
+            return -1;
+        }
+    }
+    lua_settop(L, top);
     return 0;
 }
 
@@ -414,6 +464,13 @@ static int proxy_new(lua_State *L)
     p->on_event_ref = LUA_NOREF;
 
     char err[512];
+    if (open_audit(L, p, err, sizeof err) != 0) {
+        proxy_unref(p);
+        lua_settop(L, fail_top);
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
     int r =
         has_unix
             ? proxy_listen_unix(p, lua_tostring(L, ud_idx - 2), err, sizeof err)

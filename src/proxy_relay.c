@@ -136,6 +136,7 @@ int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
         relay_buf_put(loop, rb);
         return 0;
     }
+    c->req_bytes[d] += len;
     uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up : &c->client.s;
     if (c->dir[d].pending == 0) {
         uv_buf_t b = uv_buf_init(rb->data + off, (unsigned)len);
@@ -211,7 +212,7 @@ static int sni_decide(struct conn *c)
     char name[HOST_NAME_CAP + 1];
     enum tls_sni r =
         tls_hello_sni((const uint8_t *)b->data, b->len, name, sizeof name);
-    const char *why = NULL;
+    const char *why = NULL, *code = "tls_malformed";
     char reason[2 * HOST_NAME_CAP + 96];
     switch (r) {
     case TLS_SNI_NEED_MORE:
@@ -229,12 +230,14 @@ static int sni_decide(struct conn *c)
                      "address %s",
                      HOST_NAME_CAP / 2, name, c->host);
             why = reason;
+            code = "sni_mismatch";
         } else if (k != HOST_NAME || strcmp(norm, c->host) != 0) {
             snprintf(reason, sizeof reason,
                      "TLS server name \"%.*s\" does not match the CONNECT "
                      "host %s",
                      HOST_NAME_CAP / 2, name, c->host);
             why = reason;
+            code = "sni_mismatch";
         }
         break;
     }
@@ -248,7 +251,7 @@ static int sni_decide(struct conn *c)
         break;
     }
     if (why) {
-        proxy_event(c->px, "deny", c->method, c->host, c->port, 403, why);
+        conn_event(c, "deny", code, 403, why);
         conn_close(c);
         return -1;
     }
@@ -372,7 +375,8 @@ void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n)
         frame(c->req_body, &c->req_left, &c->req_chunk, rb->data, n, &done);
     if (nb < 0) {
         relay_buf_put(c->px->loop, rb);
-        conn_fail(c, 400, "deny", "malformed chunked request body");
+        conn_fail(c, 400, "deny", "bad_request",
+                  "malformed chunked request body");
         return;
     }
     if ((size_t)nb < n)
@@ -403,9 +407,7 @@ static void response_head(struct conn *c, const struct http_response *res,
     c->up_reusable = res->keep_alive && res->body != BODY_UNTIL_CLOSE;
     if (res->body == BODY_UNTIL_CLOSE)
         c->close_after = true;
-    char reason[64];
-    snprintf(reason, sizeof reason, "upstream answered %d", res->status);
-    conn_event(c, "allow", res->status, reason);
+    conn_admit(c, 2); /* its event comes when the response is relayed */
     size_t rest = b->len - head_len;
     bool done = res->body == BODY_NONE ||
                 (res->body == BODY_LENGTH && res->content_length == 0);
@@ -455,12 +457,12 @@ static void response_data(struct conn *c, struct relay_buf *rb, size_t n)
                                         c->head_req, &res, &why);
             if (r == 0) {
                 if (c->res->len >= c->res->cap)
-                    conn_fail(c, 502, "error",
+                    conn_fail(c, 502, "error", "bad_response",
                               "upstream response head too large");
                 return;
             }
             if (r < 0) {
-                conn_fail(c, 502, "error",
+                conn_fail(c, 502, "error", "bad_response",
                           why ? why : "malformed upstream response");
                 return;
             }
@@ -524,8 +526,8 @@ void relay_eof(struct conn *c, int side)
     if (c->state == CONN_TUNNEL) {
         if (side == SIDE_CLIENT && c->sni_wait) {
             if (c->sni->len > 0) {
-                proxy_event(c->px, "deny", c->method, c->host, c->port, 403,
-                            "the client ended inside a TLS ClientHello");
+                conn_event(c, "deny", "tls_malformed", 403,
+                           "the client ended inside a TLS ClientHello");
                 conn_close(c);
                 return;
             }
@@ -555,7 +557,8 @@ void relay_eof(struct conn *c, int side)
     }
     c->up_reusable = false;
     if (!c->res_head_done) {
-        conn_fail(c, 502, "error", "upstream closed without a response");
+        conn_fail(c, 502, "error", "upstream_failed",
+                  "upstream closed without a response");
         return;
     }
     if (c->res_body == BODY_UNTIL_CLOSE && !c->res_done) {

@@ -98,8 +98,15 @@ local function probe(cmd, var, url)
       .. cmd:gsub("URL", url):gsub("HOST", url:match("//(.*)$")),
   }))
   helpers.run("timeout -k 5 60 sh -c " .. shq(line))
-  for _, ev in ipairs(proxy:events()) do
-    if ev.host and url:find(ev.host, 1, true) then return true end
+  -- a request's event comes when it ends: the proxy's thread may still be
+  -- closing the sandbox's connections
+  for _ = 1, 50 do
+    local idle = proxy:stats().active == 0 -- then every event is queued
+    for _, ev in ipairs(proxy:events()) do
+      if ev.host and url:find(ev.host, 1, true) then return true end
+    end
+    if idle then break end
+    require("luv").sleep(20)
   end
   return false
 end

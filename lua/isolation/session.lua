@@ -351,7 +351,7 @@ Manager.__index = Manager
 
 local MANAGER_OPTIONS = {
   runtime_dir = "string", launcher = "function", alive = "function", stop = "function",
-  loop = "table", poll_interval = "number", on_end = "function", log = "function",
+  loop = "table", poll_interval = "number", on_end = "function", log = "function", audit_log = "string",
 }
 
 --- Makes a session manager. Raises for wrong option types; returns nil, err
@@ -375,6 +375,13 @@ function M.manager(opts)
   end
   local dir, err = check_runtime_dir(opts.runtime_dir)
   if not dir then return nil, err end
+  -- The audit log: every session proxy appends its lines to it (the proxy
+  -- opens it, and refuses a symlink, another user's file, a log others can
+  -- read), each line naming its session.
+  local audit_log = opts.audit_log
+  if audit_log and (audit_log:sub(1, 1) ~= "/" or audit_log:find("\0", 1, true)) then
+    return nil, "isolation: audit_log must be an absolute path without NUL bytes (got " .. show(audit_log) .. ")"
+  end
   local chain
   dir, chain = walk_runtime_dir(dir, true)
   if not dir then return nil, chain end
@@ -385,7 +392,7 @@ function M.manager(opts)
   local self = setmetatable({
     runtime_dir = dir, seccomp_file = filter, _chain = chain,
     _launcher = opts.launcher, _alive = opts.alive, _stop = opts.stop, _on_end = opts.on_end, _logf = opts.log,
-    _loop = opts.loop,
+    _loop = opts.loop, _audit_log = audit_log,
     _sessions = {}, _order = {}, _starting = {}, _closed = false,
   }, Manager)
   if opts.loop then
@@ -690,7 +697,8 @@ function Manager:launch(req)
     -- egress must not stall while the orchestrator's Lua thread is busy (a
     -- launcher that blocks, a slow callback), and no Lua error on that
     -- thread can take the session proxies down with it.
-    p, err = call(isolation.proxy, { allow = allow, unix = path })
+    p, err = call(isolation.proxy, { allow = allow, unix = path, audit_log = self._audit_log,
+      session = self._audit_log and id })
     if not p then return nil, err end
     s.proxy, s.proxy_socket = p, path
   end
