@@ -180,7 +180,10 @@ if not line then fail_plainly("wrap: %s", tostring(werr)) end
 -- first (under make, its jobserver pipe would go in otherwise).
 local CLOSE_FDS = "for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ \"$fd\" -gt 2 ]; then"
   .. " eval \"exec $fd>&-\"; fi; done; "
-local status, out, err = capture("bash", { "-c", CLOSE_FDS .. "exec " .. line }, DEADLINE)
+-- The line mounts an empty directory at $HOME and refuses to run without a
+-- usable HOME; under cron or `env -i` the demo lends it one of its own.
+local HOME_IF_NONE = 'case ${HOME-} in /?*) ;; *) HOME=' .. shquote(base .. "/home") .. '; export HOME;; esac; '
+local status, out, err = capture("bash", { "-c", CLOSE_FDS .. HOME_IF_NONE .. "exec " .. line }, DEADLINE)
 local proxy_address = proxy:address()
 proxy:close()
 server:kill("sigterm")
