@@ -132,7 +132,7 @@ describe("network deny on an ssh tunnel target (a real sshd)", function()
     local url = "http://127.0.0.1:" .. up.http_port .. "/small"
     local s, work = launch("one", CURL .. q(url) .. " >allowed; " .. CURL .. "http://denied.example.com/ >denied; "
       .. CURL .. "--noproxy '*' " .. q(url) .. " >direct; "
-      .. "ls -la /run/isolation >seen 2>&1; true")
+      .. "ls -A /run/isolation >seen 2>&1; ls " .. q(T .. "/remote/sockets") .. " >/dev/null 2>&1; echo $? >dir_rc")
     assert.is_truthy(s.remote_socket:find(T .. "/remote/sockets/one.", 1, true), s.remote_socket)
     assert.are_not.equal(mgr.runtime_dir, T .. "/remote/sockets")
     assert.is_true(ended(s), helpers.read(T .. "/one.out"))
@@ -140,6 +140,10 @@ describe("network deny on an ssh tunnel target (a real sshd)", function()
     assert.are.equal("403", helpers.read(work .. "/denied"))
     assert.are.equal("000", helpers.read(work .. "/direct"))
     assert.are.equal(1, up:stats().requests)
+    -- inside: only its own forwarded socket, at the fixed path; socket_dir
+    -- (other sessions' sockets) is not in the sandbox
+    assert.are.equal("proxy.sock\n", helpers.read(work .. "/seen"))
+    assert.are_not.equal("0\n", helpers.read(work .. "/dir_rc"))
     -- the socket_dir: the remote user's, 0700; the socket removed on exit
     assert.are.equal(448, math.tointeger(uv.fs_lstat(T .. "/remote/sockets").mode) & 4095)
     assert.is_true(wait_for(function() return not exists(s.remote_socket) end, 5), s.remote_socket)

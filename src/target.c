@@ -121,8 +121,8 @@ static int l_validate_for_target(lua_State *L)
             kind, mode,
             bwrap && pct ? "use a local target, or mode \"docker\" or \"\" "
                            "with network \"allow\" on target \"pct\""
-                         : "use network \"allow\", a local target, or an ssh "
-                           "target with tunnel = true");
+                         : "use network \"allow\" or a local target, or an "
+                           "ssh target with tunnel = true");
         return refuse(L);
     }
     if (bwrap && pct) {
