@@ -177,6 +177,20 @@ describe("network deny on an ssh tunnel target (a real sshd)", function()
     assert.is_true(wait_for(function() return not exists(a.remote_socket) and not exists(b.remote_socket) end, 5))
   end)
 
+  it("a socket_dir that is a symlink on the remote side (to a directory someone else chose) is refused before "
+    .. "the forward: nothing runs, no socket is made there", function()
+    if skip then return pend() end
+    assert(uv.fs_mkdir(T .. "/remote", 448))
+    assert(uv.fs_mkdir(T .. "/elsewhere", 493))
+    assert(uv.fs_chmod(T .. "/elsewhere", 493))
+    assert(uv.fs_symlink(T .. "/elsewhere", T .. "/remote/sockets"))
+    local s, work = launch("link", "echo ran >ran")
+    assert.is_true(ended(s))
+    assert.is_false(exists(work .. "/ran"))
+    assert.are.same({}, require("support.glue").sockets(T .. "/elsewhere"))
+    assert.are.equal(493, math.tointeger(uv.fs_lstat(T .. "/elsewhere").mode) & 4095) -- not chmod-ed through the link
+  end)
+
   it("a killed ssh connection ends the session: the manager tears down, the remote side ends and its "
     .. "socket is gone", function()
     if skip then return pend() end
