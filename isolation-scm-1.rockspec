@@ -24,6 +24,7 @@ build = {
         "src/launch_dryrun.c", "src/launch_env.c", "src/launch_limits.c",
         "src/launch_prologue.c",
         "src/launch_protect.c", "src/launch_script.c", "src/launch_spec.c", "src/launch_wrap.c",
+        "src/launch_ssh.c",
         "src/preflight.c", "src/protect_runtime.c", "src/proxy_audit.c",
         "src/proxy_conn.c",
         "src/proxy_event.c", "src/proxy_listen.c", "src/proxy_loop.c",

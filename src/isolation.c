@@ -23,5 +23,6 @@ int luaopen_isolation(lua_State *L)
     isolation_selftest_open(L);
     isolation_preflight_open(L);
     isolation_protect_open(L);
+    isolation_ssh_open(L);
     return 1;
 }

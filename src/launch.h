@@ -290,6 +290,12 @@ void launch_limits_add_dry_run(struct luaL_Buffer *b, lua_State *L,
                                const struct launch_spec *s);
 
 /* Pushes the dry-run text. */
+/*
+ * Checks the ssh tunnel target table at idx as ssh_argv reads it: 1, or 0
+ * with the message pushed (launch_ssh.c).
+ */
+int launch_ssh_check_target(lua_State *L, int idx);
+
 void launch_push_dry_run(lua_State *L, const struct launch_spec *s);
 
 #endif

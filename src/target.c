@@ -6,7 +6,8 @@
  * what would work instead:
  *   1. a sandbox target's cloned container already is the isolation;
  *   2. network deny needs a local target (the proxy's unix socket exists
- *      only on this machine);
+ *      only on this machine), or an ssh tunnel target ({kind = "ssh",
+ *      tunnel = true, ...}) whose connection forwards that socket;
  *   3. bwrap cannot count on creating namespaces inside a pct container.
  */
 #include "config.h"
@@ -87,6 +88,14 @@ static int l_validate_for_target(lua_State *L)
     const char *mode = field_string(L, cfg, "mode");
     bool deny = strcmp(field_string(L, cfg, "network"), "deny") == 0;
     bool local = strcmp(kind, "local") == 0;
+    bool tunnel = false;
+    if (strcmp(kind, "ssh") == 0 && lua_istable(L, 2)) {
+        lua_getfield(L, 2, "tunnel");
+        tunnel = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        if (tunnel && !launch_ssh_check_target(L, 2))
+            return refuse(L);
+    }
 
     if (mode[0] == '\0' || local) {
         lua_pushboolean(L, 1);
@@ -103,7 +112,7 @@ static int l_validate_for_target(lua_State *L)
     }
     bool bwrap = strcmp(mode, "bwrap") == 0;
     bool pct = strcmp(kind, "pct") == 0;
-    if (deny) {
+    if (deny && !tunnel) {
         lua_pushfstring(
             L,
             "isolation: network \"deny\" needs a local target: the proxy's "
@@ -112,7 +121,8 @@ static int l_validate_for_target(lua_State *L)
             kind, mode,
             bwrap && pct ? "use a local target, or mode \"docker\" or \"\" "
                            "with network \"allow\" on target \"pct\""
-                         : "use network \"allow\" or a local target");
+                         : "use network \"allow\" or a local target, or an "
+                           "ssh target with tunnel = true");
         return refuse(L);
     }
     if (bwrap && pct) {

@@ -444,6 +444,37 @@ local function is_local(target)
   return target == "local" or (type(target) == "table" and target.kind == "local")
 end
 
+local function is_tunnel(target)
+  return type(target) == "table" and target.kind == "ssh" and target.tunnel == true
+end
+
+local function shell_word(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+local function shell_line(argv)
+  local words = {}
+  for i, a in ipairs(argv) do words[i] = shell_word(a) end
+  return table.concat(words, " ")
+end
+
+-- An ssh tunnel target: the line the launcher gets makes the remote
+-- socket_dir (sshd binds the forward before the remote command runs), then
+-- execs the one ssh whose remote command is the wrapped line. The remote
+-- socket's name has a random part: two managers (two machines) may use the
+-- same socket_dir and the same session ids.
+local function tunnel_line(spec, target, local_socket)
+  local t = {}
+  for k, v in pairs(target) do t[k] = v end
+  local rand = (uv.random(8) or tostring(uv.hrtime())):gsub(".", function(c)
+    return string.format("%02x", c:byte())
+  end)
+  t.socket_name = local_socket:match("([^/]*)%.sock$") .. "." .. rand:sub(1, 16) .. ".sock"
+  local argv, info = call(isolation.ssh_argv, spec, t)
+  if not argv then return nil, info end
+  return shell_line(info.prepare) .. " && exec " .. shell_line(argv), info.socket
+end
+
 local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_binds", "ca_cert",
   "bridge", "bridge_path", "tty", "protect", "agent_config", "limits", "limits_via" }
 -- the environment: clean by default (the library's base and AGENT_ENV)
@@ -677,9 +708,13 @@ function Manager:launch(req)
       .. "creates a missing protected path as a directory; pass protect with the paths that exist there")
   end
   -- wrap() is pure: build the command line before anything starts.
-  local cmdline
-  cmdline, err = call(isolation.wrap, spec)
-  if not cmdline then return nil, err end
+  local cmdline, remote_socket
+  if uses_proxy and is_tunnel(target) then
+    cmdline, remote_socket = tunnel_line(spec, target, path)
+  else
+    cmdline, err = call(isolation.wrap, spec)
+  end
+  if not cmdline then return nil, err or remote_socket end
   if (cfg.mode == "bwrap" or cfg.mode == "docker") and is_local(target) then
     ok, err = check_local_paths(spec)
     if not ok then return nil, err end
@@ -688,6 +723,7 @@ function Manager:launch(req)
   local s = {
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
     isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
+    remote_socket = remote_socket,
     _protect_watch = watch,
     limits_via = spec.limits_via, limits_how = limits_how,
   }

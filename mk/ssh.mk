@@ -1,0 +1,4 @@
+# spec/ssh_tunnel_spec.lua runs a private sshd on a loopback port (its own
+# host key and authorized key in a temporary directory) and launches network
+# deny sessions through it: the ssh tunnel target.
+EXTRA_DEBS += openssh-server openssh-client
