@@ -7,6 +7,8 @@ local isolation = require("isolation")
 local helpers = require("helpers")
 local containers = require("support.containers")
 local upstream = require("support.upstream")
+local cli = require("support.cli")
+local cjson = require("cjson")
 
 local shq = helpers.shquote
 local CURL = "curl -s -o /dev/null --max-time 15 "
@@ -110,6 +112,23 @@ describe("docker, for real", function()
     assert.are.equal(accepts + 2, up:stats().http_accepts)
   end)
 
+  it("isolate --mode docker (deny by default): the proxy, the allowlist, the command's status", function()
+    if skip then return end
+    local P = up.http_port
+    helpers.write(dir .. "/c.json", cjson.encode({ mode = "docker", docker_image = "isolation-spec-tools" }))
+    local code, out, err = cli.isolate({ "--config", dir .. "/c.json", "--workdir", base.workdir,
+      "--allow-host", "127.0.0.1:" .. P, "--no-protect", "--", "bash", "-c",
+      CURL .. "-w 'allowed=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small; "
+        .. CURL .. "-w 'refused=%{http_code}\\n' http://blocked.example.net/; "
+        .. "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo devtcp=$?; exit 9" },
+      { env = { eng.env, "HOME=" .. dir .. "/home" }, timeout = 120 })
+    assert.equal(9, code, err)
+    local r = kv(out)
+    assert.equal("200", r.allowed, out .. err)
+    assert.equal("403", r.refused, out .. err)
+    assert.are_not.equal("0", r.devtcp, out)
+  end)
+
   it("deny: the container cannot bind its own way out (no interface but loopback)", function()
     if skip then return end
     -- bash alone reads the table (the image has no cut or sed)
@@ -199,5 +218,83 @@ describe("docker, for real", function()
       command = "true", bridge_path = "/opt/b", proxy_socket = "/r/p.sock", bridge = "socat" })
     assert.is_nil(ok)
     assert.matches('bridge must be "builtin"', err)
+  end)
+end)
+
+describe("podman (rootless), for real", function()
+  local pod, why = containers.podman()
+  if not pod then
+    print("containers_spec: skipping the real podman specs: " .. why)
+  end
+  local skip = not pod
+  local up, proxy, base, work
+
+  local function launch(script, overrides)
+    local spec = {}
+    for k, v in pairs(base) do spec[k] = v end
+    for k, v in pairs(overrides or {}) do spec[k] = v or nil end
+    spec.command = script
+    local line = assert(isolation.wrap(spec))
+    return helpers.run("cd " .. shq(pod.dir) .. " && " .. pod.prefix .. " env " .. pod.env
+      .. " timeout -k 5 120 sh -c " .. shq(line))
+  end
+
+  lazy_setup(function()
+    if skip then return end
+    containers.image(pod, "isolation-spec-tools", TOOLS)
+    up = upstream.start()
+    local sock = pod.dir .. "/proxy/proxy.sock"
+    assert(os.execute("mkdir -m 0700 " .. shq(pod.dir .. "/proxy") .. " " .. shq(pod.dir .. "/work")))
+    proxy = assert(isolation.proxy({ unix = sock, allow = { "127.0.0.1:" .. up.http_port } }))
+    -- the socket is the user's, as a session of that user would make it
+    assert(os.execute("chown -R " .. pod.uid .. " " .. shq(pod.dir .. "/proxy") .. " " .. shq(pod.dir .. "/work")))
+    work = pod.dir .. "/work"
+    base = {
+      config = { mode = "podman", network = "deny", docker_image = "isolation-spec-tools" },
+      workdir = work, proxy_socket = sock, bridge_path = static_bridge(), tty = false, protect = {},
+    }
+  end)
+
+  lazy_teardown(function()
+    if skip then return end
+    if proxy then proxy:close() end
+    if up then up:stop() end
+    pod:stop()
+  end)
+
+  it("deny: the allowlisted upstream through the proxy only; direct TCP fails; 403 for others", function()
+    if skip then return end
+    local P = up.http_port
+    local accepts = up:stats().http_accepts
+    local code, out, err = launch(table.concat({
+      "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo devtcp=$?",
+      CURL .. "-w 'forward=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small",
+      CURL .. "-w 'tunnel=%{http_code}\\n' --proxytunnel http://127.0.0.1:" .. P .. "/small",
+      CURL .. "-w 'name=%{http_code}\\n' http://blocked.example.net/",
+    }, "\n"))
+    assert.are.equal(0, code, err)
+    local r = kv(out)
+    assert.are_not.equal("0", r.devtcp, out)
+    assert.are.equal("200", r.forward, out .. err)
+    assert.are.equal("200", r.tunnel, out)
+    assert.are.equal("403", r.name, out)
+    assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 2 end, 5))
+    assert.are.equal(accepts + 2, up:stats().http_accepts)
+  end)
+
+  it("none: nothing reachable; the workdir written as the user (--userns=keep-id); exit status", function()
+    if skip then return end
+    local P = up.http_port
+    local code, out, err = launch("(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo devtcp=$?; "
+      .. "ls /run/isolation >/dev/null 2>&1; echo mounted=$?; echo hi >written; stat -c 'inside=%u:%g' written; exit 4",
+      { config = { mode = "podman", network = "none", docker_image = "isolation-spec-tools" },
+        proxy_socket = false, bridge_path = false })
+    assert.are.equal(4, code, err)
+    local r = kv(out)
+    assert.are_not.equal("0", r.devtcp, out)
+    assert.are_not.equal("0", r.mounted, out)
+    local _, host = helpers.run("stat -c %u " .. shq(work .. "/written"))
+    assert.are.equal(tostring(pod.uid) .. "\n", host)
+    assert.are.equal(pod.uid, tonumber(r.inside:match("^(%d+)")), out)
   end)
 end)

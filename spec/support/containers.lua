@@ -9,6 +9,8 @@
 --   containers.image(eng, "isolation-spec-tools", {"bash", "cat", ...})
 --   containers.empty_image(eng, "isolation-spec-empty")  -- no file at all
 --   eng:stop()                             -- stops our dockerd, removes its dirs
+--   local pod, why = containers.podman()   -- rootless podman (as root: as nobody)
+--   pod.prefix, pod.env, pod.dir, pod.uid  -- how to run a line as its user
 local helpers = require("helpers")
 local shq = helpers.shquote
 
@@ -75,6 +77,79 @@ function M.docker()
   return nil, "dockerd did not start here: " .. (log:sub(-600))
 end
 
+local Podman = {}
+Podman.__index = Podman
+
+function Podman:cmd(tail)
+  return self.prefix .. " env " .. self.env .. " podman " .. tail
+end
+
+function Podman:stop()
+  if self.stopped then return end
+  self.stopped = true
+  run(self.prefix .. " env " .. self.env .. " podman rm -af >/dev/null 2>&1")
+  -- rootless podman keeps a pause process holding its user namespace
+  local pause = helpers.read(self.dir .. "/xdg/libpod/tmp/pause.pid")
+  if pause and pause:match("^%d+") then run("kill " .. pause:match("^%d+")) end
+  if self.restore then
+    for file, text in pairs(self.restore) do
+      -- only our own line is taken out again; anything else stays
+      local now = helpers.read(file) or ""
+      local f = assert(io.open(file, "wb"))
+      f:write((now:gsub(text, "", 1)))
+      f:close()
+    end
+  end
+  run("grep -o " .. shq(self.dir .. "[^ ]*") .. " /proc/mounts | sort -r | xargs -r -n1 umount -l")
+  if self.uid ~= 0 and not self.as_root then run(self:cmd("unshare rm -rf " .. shq(self.dir .. "/graph"))) end
+  helpers.rmtree(self.dir)
+end
+
+--- Rootless podman with private storage (vfs) in a temporary directory.
+--- As root, it runs as nobody (uid 65534), with subordinate ids for that
+--- user added to /etc/subuid and /etc/subgid for the run (and removed by
+--- stop) when it has none: rootless is the only mode --userns=keep-id has.
+function M.podman()
+  if run("command -v podman >/dev/null && command -v newuidmap >/dev/null") ~= 0 then
+    return nil, "podman (and uidmap's newuidmap) is not installed (make test installs it)"
+  end
+  local root = run("id -u | grep -qx 0") == 0
+  local dir = helpers.tmpdir()
+  local eng = setmetatable({ dir = dir, prefix = "", uid = 0 }, Podman)
+  if root then
+    eng.prefix, eng.uid, eng.as_root = "setpriv --reuid=65534 --regid=65534 --clear-groups", 65534, true
+    eng.restore = {}
+    for _, file in ipairs({ "/etc/subuid", "/etc/subgid" }) do
+      local text = helpers.read(file) or ""
+      if not text:find("\nnobody:") and not text:find("^nobody:") and not text:find("\n65534:")
+        and not text:find("^65534:") then
+        local line = "nobody:3221225472:65536\n"
+        local f = assert(io.open(file, "ab"))
+        f:write(line)
+        f:close()
+        eng.restore[file] = line
+      end
+    end
+  else
+    local _, uid = run("id -u")
+    eng.uid = tonumber(uid)
+  end
+  helpers.write(dir .. "/storage.conf", "[storage]\ndriver = \"vfs\"\nrunroot = \"" .. dir
+    .. "/run\"\ngraphroot = \"" .. dir .. "/graph\"\n")
+  helpers.write(dir .. "/containers.conf", "[engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"
+    .. "events_logfile_path = \"" .. dir .. "/events.log\"\n")
+  assert(run("mkdir -m 0700 " .. shq(dir .. "/xdg") .. " && chmod 0711 " .. shq(dir)) == 0)
+  if root then assert(run("chown -R 65534:65534 " .. shq(dir)) == 0) end
+  eng.env = "HOME=" .. shq(dir) .. " XDG_RUNTIME_DIR=" .. shq(dir .. "/xdg") .. " CONTAINERS_STORAGE_CONF="
+    .. shq(dir .. "/storage.conf") .. " CONTAINERS_CONF=" .. shq(dir .. "/containers.conf")
+  local code, _, err = run("cd " .. shq(dir) .. " && " .. eng:cmd("info >/dev/null"))
+  if code ~= 0 then
+    eng:stop()
+    return nil, "rootless podman does not run here: " .. err:sub(-400)
+  end
+  return eng
+end
+
 -- Copies each program with the libraries ldd names into root.
 local function copy_programs(root, programs)
   local list = {}
@@ -91,9 +166,11 @@ local function copy_programs(root, programs)
 end
 
 local function import(eng, root, name)
-  -- mktemp made the root 0700: the image's / must be open to any user
+  -- mktemp made the root 0700: the image's / must be open to any user;
+  -- owned by 0 inside, which rootless podman maps to its user
   assert(run("chmod 0755 " .. shq(root)) == 0)
-  local code, _, err = run("tar -C " .. shq(root) .. " -cf - . | " .. eng:cmd("import - " .. shq(name)))
+  local code, _, err = run("tar --owner=0 --group=0 --numeric-owner -C " .. shq(root) .. " -cf - . | "
+    .. eng:cmd("import - " .. shq(name)))
   assert(code == 0, "docker import failed: " .. err)
   return name
 end
