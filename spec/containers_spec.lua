@@ -12,7 +12,7 @@ local cjson = require("cjson")
 
 local shq = helpers.shquote
 local CURL = "curl -s -o /dev/null --max-time 15 "
-local TOOLS = { "bash", "cat", "ls", "stat", "touch", "curl", "sleep" }
+local TOOLS = { "bash", "cat", "ls", "stat", "touch", "curl", "sleep", "socat" }
 
 local function kv(out)
   local t = {}
@@ -139,6 +139,30 @@ describe("docker, for real", function()
     for d in out:gmatch("dev=%s*(%S+)") do devs[#devs + 1] = d end
     assert.are.same({ "lo" }, devs, out)
   end)
+
+  it("deny: a host listener on an abstract unix socket is out of reach (the container's own network namespace)",
+    function()
+      if skip then return end
+      local name = "isolation-spec-abstract-" .. helpers.pid()
+      local _, pid = helpers.run("socat ABSTRACT-LISTEN:" .. name .. ",fork SYSTEM:'echo reached'"
+        .. " >/dev/null 2>&1 & echo $!")
+      pid = tonumber(pid:match("%d+"))
+      local ok, e = pcall(function()
+        local got = ""
+        for _ = 1, 50 do
+          _, got = helpers.run("socat -T 2 - ABSTRACT-CONNECT:" .. name .. " </dev/null")
+          if got:find("reached", 1, true) then break end
+          helpers.run("sleep 0.1")
+        end
+        assert.truthy(got:find("reached", 1, true), "the host reaches its own abstract socket")
+        local code, out, err = launch("socat -T 2 - ABSTRACT-CONNECT:" .. name .. " </dev/null; echo abstract=$?")
+        assert.are.equal(0, code, err)
+        assert.is_nil(out:find("reached", 1, true), out)
+        assert.are_not.equal("0", kv(out).abstract, out)
+      end)
+      helpers.run("kill " .. pid)
+      assert(ok, e)
+    end)
 
   it("none: no route at all, not even the proxy; nothing mounted", function()
     if skip then return end
