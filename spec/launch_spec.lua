@@ -569,7 +569,7 @@ describe("docker_argv", function()
       command = "c" }))
     assert.truthy(index_of(argv, "--network", "none"))
     local ok, err = isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/w",
-      command = "c" })
+      command = "c", bridge_path = "/opt/b" })
     assert.is_nil(ok)
     assert.matches("proxy_socket is required", err)
   end)

@@ -137,6 +137,20 @@ describe("docker and podman deny: the proxy socket and the built-in bridge", fun
     assert.truthy(argv[#argv - 3]:find('"$2" 8080 ', 1, true))
   end)
 
+  it("without isolation.BRIDGE or bridge_path, deny says the built-in bridge is needed", function()
+    local s = {}
+    for k, v in pairs(spec) do s[k] = v end
+    s.bridge_path = nil
+    local module = package.loaded.isolation
+    local saved = module.BRIDGE
+    module.BRIDGE = nil
+    local ok, err = isolation.docker_argv(s)
+    module.BRIDGE = saved
+    assert.is_nil(ok)
+    assert.equal('isolation: network "deny" under docker or podman needs the built-in bridge: isolation.BRIDGE is '
+      .. "not set (the bridge program was not built); give bridge_path (got nil)", err)
+  end)
+
   it("refuses what docker -v would split, and the socat bridge, naming the field", function()
     for field, value in pairs({ proxy_socket = "/srv/a:b/p.sock", bridge_path = "/opt/a:b" }) do
       local s = {}

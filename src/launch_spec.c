@@ -408,6 +408,13 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
                 return 0;
         }
     }
+    if (s->mode == MODE_DOCKER && s->deny && !path) {
+        lua_pushliteral(L, "isolation: network \"deny\" under docker or podman "
+                           "needs the built-in bridge: isolation.BRIDGE is "
+                           "not set (the bridge program was not built); give "
+                           "bridge_path (got nil)");
+        return 0;
+    }
     if (s->bridge == BRIDGE_BUILTIN && s->mode != MODE_NONE && s->deny &&
         !path) {
         lua_pushliteral(L, "isolation: bridge \"builtin\" needs bridge_path: "
