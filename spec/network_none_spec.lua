@@ -127,6 +127,16 @@ describe("docker and podman deny: the proxy socket and the built-in bridge", fun
     assert.truthy(script:find('exec bash -c -- "$1"', 1, true), script)
   end)
 
+  it("dry_run names the socket, the bridge and the only route", function()
+    local text = assert(isolation.dry_run(spec))
+    assert.truthy(text:find("mode: docker, network deny", 1, true), text)
+    assert.truthy(text:find("read-write /srv/run/p.sock -> /run/isolation/proxy.sock", 1, true), text)
+    assert.truthy(text:find("read-only  /opt/isolation/isolation-bridge -> /run/isolation/bridge", 1, true), text)
+    assert.truthy(text:find("network: deny: --network none (the container's loopback only); only 127.0.0.1:3128 "
+      .. "-> built-in bridge -> /run/isolation/proxy.sock -> host /srv/run/p.sock", 1, true), text)
+    assert.truthy(text:find("HTTPS_PROXY", 1, true), text)
+  end)
+
   it("defaults the bridge to isolation.BRIDGE, and takes proxy_port", function()
     if not isolation.BRIDGE then return end
     local s = {}
