@@ -20,6 +20,16 @@ local function kv(out)
   return t
 end
 
+-- Runs `line` (exec'd, so that the background pid is the engine's client)
+-- behind `prefix`, sends it SIGTERM after 2 s; returns its status and the
+-- seconds it took to end after the signal.
+local function terminated(prefix, line)
+  local code, out = helpers.run(prefix .. " sh -c " .. shq("exec " .. line) .. " </dev/null >/dev/null 2>&1 & p=$!; "
+    .. "sleep 2; kill -TERM $p; t=$(date +%s); wait $p; s=$?; echo \"status=$s took=$(( $(date +%s) - t ))\"")
+  assert(code == 0)
+  return tonumber(out:match("status=(%d+)")), tonumber(out:match("took=(%d+)"))
+end
+
 -- The static bridge of the normal build (the sanitizer run's isolation.BRIDGE
 -- is a dynamic ASan build, which no minimal image could run).
 local function static_bridge()
@@ -215,6 +225,18 @@ describe("docker, for real", function()
     assert(ok, e)
   end)
 
+  it("SIGTERM to the client ends the command (the engine's init forwards it: the command is not PID 1): 143",
+    function()
+      if skip then return end
+      local spec = {}
+      for k, v in pairs(base) do spec[k] = v end
+      spec.command = "sleep 60"
+      local line = assert(isolation.wrap(spec))
+      local status, took = terminated("timeout -k 5 40 env " .. eng.env .. " HOME=" .. shq(dir .. "/home"), line)
+      assert.are.equal(143, status)
+      assert.is_true(took <= 10, "took " .. tostring(took))
+    end)
+
   it("the built-in bridge starts in an image with no file at all (static: no loader, no libc)", function()
     if skip then return end
     local function start_in_empty(program)
@@ -304,6 +326,18 @@ describe("podman (rootless), for real", function()
     assert.are.equal("403", r.name, out)
     assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 2 end, 5))
     assert.are.equal(accepts + 2, up:stats().http_accepts)
+  end)
+
+  it("SIGTERM to podman ends the command (catatonit forwards it): 143", function()
+    if skip then return end
+    local spec = {}
+    for k, v in pairs(base) do spec[k] = v end
+    spec.command = "sleep 60"
+    local line = assert(isolation.wrap(spec))
+    local status, took = terminated("cd " .. shq(pod.dir) .. " && timeout -k 5 40 " .. pod.prefix .. " env "
+      .. pod.env, line)
+    assert.are.equal(143, status)
+    assert.is_true(took <= 10, "took " .. tostring(took))
   end)
 
   it("none: nothing reachable; the workdir written as the user (--userns=keep-id); exit status", function()

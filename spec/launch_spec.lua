@@ -500,7 +500,8 @@ describe("docker_argv", function()
         local argv = assert(isolation.docker_argv({
           config = { mode = "docker", network = network }, agent = agent, workdir = "/srv/p", command = "run it",
         }))
-        assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" }, DOCKER_PRIVS,
+        assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--init", "--user", "$(id -u):$(id -g)" },
+          DOCKER_PRIVS,
           network == "none" and { "--network", "none" } or {},
           { "-v", "/srv/p:/srv/p", "-w", "/srv/p" }, agent_docker(agent),
           { "-e", "HOME=$HOME" }, docker_env(agent), protect_docker("/srv/p"),
@@ -514,7 +515,7 @@ describe("docker_argv", function()
       config = { mode = "docker", docker_image = "ghcr.io/example/agent:1" }, workdir = "/srv/p", command = "c",
       tty = false, binds = { "$HOME/.npm", "/data" }, ro_binds = { "/opt/ref" }, ca_cert = "/etc/ca.pem",
     }))
-    assert.are.same(concat({ "docker", "run", "--rm", "-i", "--user", "$(id -u):$(id -g)",
+    assert.are.same(concat({ "docker", "run", "--rm", "-i", "--init", "--user", "$(id -u):$(id -g)",
       "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
       "-v", "/srv/p:/srv/p", "-w", "/srv/p", "-e", "HOME=$HOME" }, docker_env(nil), {
       "-v", "$HOME/.npm:$HOME/.npm", "-v", "/data:/data", "-v", "/opt/ref:/opt/ref:ro",

@@ -42,6 +42,13 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
     argv_add(&b, "-i");
     if (s->tty)
         argv_add(&b, "-t");
+    /*
+     * The command is not PID 1: the kernel drops a signal to PID 1 that it
+     * has no handler for, so `docker run` would pass SIGTERM or SIGINT on to
+     * a command that never sees it. The engine's init (docker-init / tini,
+     * podman's catatonit) forwards signals and reaps orphans.
+     */
+    argv_add(&b, "--init");
     if (s->podman) {
         /* rootless: the user's own uid and gid inside, mapped to the user */
         argv_add(&b, "--userns=keep-id");
