@@ -10,12 +10,17 @@
 BRIDGE_SRC  = $(wildcard bridge/*.c)
 BRIDGE_HDR  = $(wildcard bridge/*.h)
 BRIDGE_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -Ibridge $(EXTRA_CFLAGS)
+# Static: docker and podman mount it into any image, which may have no
+# loader or libc of its own (or a musl one). It uses no NSS (no name
+# lookups, no user database), so glibc's static libc.a serves it whole.
+# The sanitizer build stays dynamic (the ASan runtime is a shared library).
+BRIDGE_LDFLAGS ?= -static
 
 ALL_TARGETS += $(BUILD)/isolation-bridge
 
-$(BUILD)/isolation-bridge: $(BRIDGE_SRC) $(BRIDGE_HDR)
+$(BUILD)/isolation-bridge: $(BRIDGE_SRC) $(BRIDGE_HDR) mk/bridge.mk
 	@mkdir -p $(BUILD)
-	$(CC) $(BRIDGE_CFLAGS) -o $@ $(BRIDGE_SRC)
+	$(CC) $(BRIDGE_CFLAGS) $(BRIDGE_LDFLAGS) -o $@ $(BRIDGE_SRC)
 
 $(BUILD)/asan/isolation-bridge: $(BRIDGE_SRC) $(BRIDGE_HDR)
 	@mkdir -p $(BUILD)/asan

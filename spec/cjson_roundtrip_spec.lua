@@ -173,7 +173,7 @@ describe("a config encoded by lua-cjson, through isolate --config", function()
       assert.equal(argv_for(strict), from_cjson)
       -- and the argv is the one the module builds for that config
       local spec = { config = cfg, workdir = assert(uv.fs_realpath(dir)), command = "echo hi",
-        proxy_socket = cfg.mode == "bwrap" and cfg.network == "deny" and "/tmp/isolate.X/proxy.sock" or nil }
+        proxy_socket = cfg.network == "deny" and "/tmp/isolate.X/proxy.sock" or nil }
       local want = assert(isolation.argv(spec))
       assert.equal(want[1], cjson.decode(from_cjson)[1])
     end)

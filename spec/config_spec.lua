@@ -124,8 +124,8 @@ describe("isolation.config", function()
     end)
 
     it("a mode outside the table or of the wrong type", function()
-      assert.are.equal('isolation: mode must be "", "bwrap" or "docker" (got "podman")',
-        refused({ mode = "podman" }, "mode"))
+      assert.are.equal('isolation: mode must be "", "bwrap", "docker" or "podman" (got "lxc")',
+        refused({ mode = "lxc" }, "mode"))
       refused({ mode = "BWRAP" }, '(got "BWRAP")')
       refused({ mode = 1 }, "mode must be")
       refused({ mode = true }, "(got true)")
@@ -133,7 +133,7 @@ describe("isolation.config", function()
     end)
 
     it("a network outside the table or of the wrong type", function()
-      assert.are.equal('isolation: network must be "allow" or "deny" (got "block")',
+      assert.are.equal('isolation: network must be "allow", "deny" or "none" (got "block")',
         refused({ mode = "bwrap", network = "block" }, "network"))
       refused({ mode = "bwrap", network = false }, "network must be")
       refused({ mode = "bwrap", network = 0 }, "(got number 0)")

@@ -204,17 +204,23 @@ describe("isolate", function()
       assert.is_true(at < dash)
     end)
 
-    it("--json for docker deny is docker_argv: --network none, no proxy, -t only at a terminal", function()
-      local real = assert(uv.fs_realpath(tmp))
-      local status, out, err = cli.isolate({ "--dry-run", "--json", "--mode", "docker", "--agent", "codex",
-        "--workdir", tmp, "--", "true" })
-      assert.are.equal(0, status, err)
-      local expected = assert(isolation.docker_argv({
-        config = { mode = "docker", network = "deny" }, agent = "codex", workdir = real, command = "true", tty = false,
-        protect = {}, -- docker gets only the protected paths that exist: none in this directory
-      }))
-      assert.are.same(expected, cjson.decode(out))
-    end)
+    it("--json for docker deny is docker_argv: --network none, the proxy socket and the bridge, -t only at a terminal",
+      function()
+        local real = assert(uv.fs_realpath(tmp))
+        local status, out, err = cli.isolate({ "--dry-run", "--json", "--mode", "docker", "--agent", "codex",
+          "--workdir", tmp, "--", "true" })
+        assert.are.equal(0, status, err)
+        local argv = cjson.decode(out)
+        local sock = table.concat(argv, "\n"):match("\n([^\n]*/proxy%.sock):/run/isolation/proxy%.sock\n")
+        assert.is_string(sock, out)
+        local expected = assert(isolation.docker_argv({
+          config = { mode = "docker", network = "deny" }, agent = "codex", workdir = real, command = "true",
+          tty = false, proxy_socket = sock,
+          protect = {}, -- docker gets only the protected paths that exist: none in this directory
+        }))
+        assert.are.same(expected, argv)
+        assert.truthy(table.concat(argv, " "):find(" --network none ", 1, true))
+      end)
 
     it("--json for --mode none is bash -c with the quoted command", function()
       local status, out = cli.isolate({ "--dry-run", "--json", "--mode", "none", "--", "printf", "%s", "a'b" })

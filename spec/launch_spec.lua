@@ -495,13 +495,14 @@ end)
 
 describe("docker_argv", function()
   for _, agent in ipairs({ "claude", "codex", "gemini", "aider" }) do
-    for _, network in ipairs({ "allow", "deny" }) do
+    for _, network in ipairs({ "allow", "none" }) do
       it(agent .. ", network " .. network .. ": the exact argv", function()
         local argv = assert(isolation.docker_argv({
           config = { mode = "docker", network = network }, agent = agent, workdir = "/srv/p", command = "run it",
         }))
-        assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--user", "$(id -u):$(id -g)" }, DOCKER_PRIVS,
-          network == "deny" and { "--network", "none" } or {},
+        assert.are.same(concat({ "docker", "run", "--rm", "-i", "-t", "--init", "--user", "$(id -u):$(id -g)" },
+          DOCKER_PRIVS,
+          network == "none" and { "--network", "none" } or {},
           { "-v", "/srv/p:/srv/p", "-w", "/srv/p" }, agent_docker(agent),
           { "-e", "HOME=$HOME" }, docker_env(agent), protect_docker("/srv/p"),
           { "debian:bookworm-slim", "bash", "-c", "--", "run it" }), argv)
@@ -514,7 +515,7 @@ describe("docker_argv", function()
       config = { mode = "docker", docker_image = "ghcr.io/example/agent:1" }, workdir = "/srv/p", command = "c",
       tty = false, binds = { "$HOME/.npm", "/data" }, ro_binds = { "/opt/ref" }, ca_cert = "/etc/ca.pem",
     }))
-    assert.are.same(concat({ "docker", "run", "--rm", "-i", "--user", "$(id -u):$(id -g)",
+    assert.are.same(concat({ "docker", "run", "--rm", "-i", "--init", "--user", "$(id -u):$(id -g)",
       "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
       "-v", "/srv/p:/srv/p", "-w", "/srv/p", "-e", "HOME=$HOME" }, docker_env(nil), {
       "-v", "$HOME/.npm:$HOME/.npm", "-v", "/data:/data", "-v", "/opt/ref:/opt/ref:ro",
@@ -564,10 +565,14 @@ describe("docker_argv", function()
     assert.are.equal("'bash' '-c' '--' 'c'", assert(isolation.wrap(spec)))
   end)
 
-  it("needs no proxy_socket for deny (--network none has no bridge)", function()
-    local argv = assert(isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/w",
+  it("needs no proxy_socket for network none (no bridge), and one for deny", function()
+    local argv = assert(isolation.docker_argv({ config = { mode = "docker", network = "none" }, workdir = "/w",
       command = "c" }))
     assert.truthy(index_of(argv, "--network", "none"))
+    local ok, err = isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/w",
+      command = "c", bridge_path = "/opt/b" })
+    assert.is_nil(ok)
+    assert.matches("proxy_socket is required", err)
   end)
 
   it("refuses a path with ':' that docker -v would split", function()
@@ -652,7 +657,7 @@ describe("refusals name the field", function()
     { "agent", { workdir = W, command = "c", agent = "claude\0" } },
     { "config key", { workdir = W, command = "c", config = { mode = "bwrap", image = "x" } } },
     { "mode", { workdir = W, command = "c", config = { mode = "firejail" } } },
-    { "network", { workdir = W, command = "c", config = { mode = "bwrap", network = "none" } } },
+    { "network", { workdir = W, command = "c", config = { mode = "bwrap", network = "nothing" } } },
     { "network", { workdir = W, command = "c", config = { network = "deny" } } },
     { "config", { workdir = W, command = "c", config = "bwrap" } },
     { "launch spec key \"ro_bind\"", { workdir = W, command = "c", ro_bind = { "/x" } } },
@@ -704,9 +709,7 @@ describe("refusals name the field", function()
       local before = deep_copy(spec)
       for _, fn in ipairs({ "argv", "bwrap_argv", "docker_argv", "wrap", "dry_run" }) do
         local res, err = isolation[fn](spec)
-        if fn == "docker_argv" and field == "proxy_socket" and spec.proxy_socket == nil then
-          assert.truthy(res) -- docker deny needs no socket
-        elseif fn == "argv" or fn == "wrap" or fn == "dry_run" then
+        if fn == "argv" or fn == "wrap" or fn == "dry_run" then
           -- mode "" needs no workdir; every other refusal holds for every entry point
           if not (field == "workdir" and spec.workdir == nil and not (spec.config and spec.config.mode)) then
             assert.is_nil(res, fn)
@@ -802,7 +805,7 @@ describe("dry_run", function()
   end)
 
   it("docker and none say what they are", function()
-    local text = assert(isolation.dry_run({ config = { mode = "docker", network = "deny" }, agent = "codex",
+    local text = assert(isolation.dry_run({ config = { mode = "docker", network = "none" }, agent = "codex",
       workdir = "/srv/p", command = "codex" }))
     assert.truthy(text:find("image: debian:bookworm-slim", 1, true))
     assert.truthy(text:find("read-write $HOME/.codex -> $HOME/.codex", 1, true))

@@ -162,7 +162,8 @@ describe("a NUL byte in a launch spec", function()
 
     it("is refused by " .. name .. " in the bridge \"socat\" and in docker_image", function()
       local socat = with_value(SPEC, { "bridge" }, "socat")
-      assert.truthy(build(socat))
+      -- docker deny refuses socat itself (the image may have none)
+      if name ~= "docker_argv" then assert.truthy(build(socat)) end
       for _, v in ipairs(with_nul("socat")) do
         assert_refused("bridge", v, build(with_value(socat, { "bridge" }, v)))
       end

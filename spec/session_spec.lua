@@ -298,16 +298,29 @@ describe("session launch policy", function()
     assert.is_false(exists(f.root .. "/run/escape.sock"))
   end)
 
-  it("opens no proxy for docker with network deny: --network none has no route to one", function()
+  it("opens no proxy for docker with network none: --network none has no route to one", function()
     f = fixture()
     f.bare = "true"
     f.force_bare = true
-    local s = assert(f.mgr:launch({ id = "d1", isolation = { mode = "docker", network = "deny" }, agent = "codex",
+    local s = assert(f.mgr:launch({ id = "d1", isolation = { mode = "docker", network = "none" }, agent = "codex",
       workdir = f.work, command = "codex", tty = false }))
-    assert.equal("🔒 docker · deny", s.badge)
+    assert.equal("🔒 docker · no network", s.badge)
     assert.is_nil(s.proxy_socket)
     assert.same({}, glue.sockets(f.dir))
     assert.matches("'--network' 'none'", f.cmdline, 1, true)
+  end)
+
+  it("opens a proxy for docker with network deny, mounted for the built-in bridge", function()
+    f = fixture()
+    f.bare = "true"
+    f.force_bare = true
+    local s = assert(f.mgr:launch({ id = "d2", isolation = { mode = "docker", network = "deny" }, agent = "codex",
+      workdir = f.work, command = "codex", tty = false, bridge_path = "/opt/isolation-bridge" }))
+    assert.equal("🔒 docker · deny", s.badge)
+    assert.is_string(s.proxy_socket)
+    assert.matches("'--network' 'none'", f.cmdline, 1, true)
+    assert.truthy(f.cmdline:find("'" .. s.proxy_socket .. ":/run/isolation/proxy.sock'", 1, true), f.cmdline)
+    assert.truthy(f.cmdline:find("'/opt/isolation-bridge:/run/isolation/bridge:ro'", 1, true), f.cmdline)
   end)
 
   it("ends the session even when stop fails, and says so", function()

@@ -116,7 +116,7 @@ local function gen_spec(kind)
   elseif kind == "bwrap" then
     spec.config = { mode = "bwrap" }
   elseif kind == "docker" then
-    spec.config = { mode = "docker", network = rand(2) == 1 and "deny" or "allow" }
+    spec.config = { mode = "docker", network = rand(2) == 1 and "none" or "allow" }
     spec.tty = rand(2) == 1
   else
     spec.config = { mode = "" }

@@ -178,8 +178,8 @@ int config_normalize(lua_State *L, int idx)
     if (!empty && !check_keys(L, base, idx))
         return 0;
 
-    static const char *const modes[] = {"", "bwrap", "docker", NULL};
-    static const char *const networks[] = {"", "allow", "deny", NULL};
+    static const char *const modes[] = {"", "bwrap", "docker", "podman", NULL};
+    static const char *const networks[] = {"", "allow", "deny", "none", NULL};
     const char *mode = "", *network = "allow", *image = DEFAULT_DOCKER_IMAGE;
     int hosts = 0; /* stack index of the allow_hosts copy */
 
@@ -195,7 +195,8 @@ int config_normalize(lua_State *L, int idx)
                 return fail_top(L, base);
             if (!s || !one_of(s, len, modes))
                 return fail_got(L, base, v,
-                                "mode must be \"\", \"bwrap\" or \"docker\"");
+                                "mode must be \"\", \"bwrap\", \"docker\" or "
+                                "\"podman\"");
             mode = s;
         }
         lua_pushliteral(L, "network");
@@ -208,7 +209,8 @@ int config_normalize(lua_State *L, int idx)
                 return fail_top(L, base);
             if (!s || !one_of(s, len, networks))
                 return fail_got(L, base, v,
-                                "network must be \"allow\" or \"deny\"");
+                                "network must be \"allow\", \"deny\" or "
+                                "\"none\"");
             if (len > 0)
                 network = s;
         }
@@ -240,10 +242,12 @@ int config_normalize(lua_State *L, int idx)
         }
     }
 
-    if (strcmp(network, "deny") == 0 && mode[0] == '\0') {
-        lua_pushliteral(L, "isolation: network \"deny\" needs mode \"bwrap\" "
-                           "or \"docker\" (got mode \"\", which cannot "
-                           "enforce it)");
+    if (strcmp(network, "allow") != 0 && mode[0] == '\0') {
+        lua_pushfstring(L,
+                        "isolation: network \"%s\" needs mode \"bwrap\", "
+                        "\"docker\" or \"podman\" (got mode \"\", which "
+                        "cannot enforce it)",
+                        network);
         lua_replace(L, base + 1);
         lua_settop(L, base + 1);
         return 0;
@@ -254,7 +258,7 @@ int config_normalize(lua_State *L, int idx)
     lua_setfield(L, -2, "mode");
     lua_pushstring(L, network);
     lua_setfield(L, -2, "network");
-    if (strcmp(mode, "docker") == 0) {
+    if (strcmp(mode, "docker") == 0 || strcmp(mode, "podman") == 0) {
         lua_pushstring(L, image);
         lua_setfield(L, -2, "docker_image");
     }

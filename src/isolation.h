@@ -13,6 +13,8 @@
 
 /* Where the proxy's unix socket appears inside a bwrap sandbox. */
 #define ISOLATION_SANDBOX_PROXY_SOCKET "/run/isolation/proxy.sock"
+/* Where docker and podman mount the built-in bridge (bwrap: its own path). */
+#define ISOLATION_CONTAINER_BRIDGE "/run/isolation/bridge"
 
 /*
  * Each adds its fields to the table at the top of the stack:

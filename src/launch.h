@@ -81,8 +81,10 @@ enum launch_bridge { BRIDGE_SOCAT, BRIDGE_BUILTIN };
 
 /* A launch spec, checked. Strings point into Lua values kept on the stack. */
 struct launch_spec {
-    enum launch_mode mode;
+    enum launch_mode mode; /* mode podman is MODE_DOCKER with podman set */
+    bool podman;           /* podman run, --userns=keep-id for --user */
     bool deny;
+    bool none; /* network "none": no route at all, not even the proxy */
     const char *docker_image; /* mode docker only */
     const char *agent;        /* NULL: no agent */
     const char *workdir;      /* NULL only for mode "" */

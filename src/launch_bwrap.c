@@ -336,7 +336,7 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
      */
     argv_add(&b, "--unshare-user");
     argv_add(&b, "--disable-userns");
-    if (s->deny)
+    if (s->deny || s->none)
         argv_add(&b, "--unshare-net");
     argv_add(&b, "--unshare-pid");
     argv_add(&b, "--unshare-ipc");

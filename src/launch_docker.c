@@ -3,8 +3,16 @@
  * mounts parent-first, so the order here is only the one a reader expects.
  * Files the agent writes in the workdir must belong to the launching user,
  * not root: --user takes the fixed token $(id -u):$(id -g), which the
- * target's shell computes (wrap() leaves exactly that token expandable).
+ * target's shell computes (wrap() leaves exactly that token expandable);
+ * podman (rootless) maps the user's own ids with --userns=keep-id instead.
+ *
+ * Network deny runs bwrap's deny script in the container: --network none,
+ * the proxy's socket and the built-in bridge (a static program: it needs
+ * no loader or libc from the image) mounted at fixed paths, the bridge
+ * started on the container's loopback before the command. Network none:
+ * --network none and nothing mounted.
  */
+#include "isolation.h"
 #include "launch.h"
 
 #include <lauxlib.h>
@@ -28,23 +36,47 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
 {
     struct argv_buf b;
     argv_start(&b, L);
-    argv_add(&b, "docker");
+    argv_add(&b, s->podman ? "podman" : "docker");
     argv_add(&b, "run");
     argv_add(&b, "--rm");
     argv_add(&b, "-i");
     if (s->tty)
         argv_add(&b, "-t");
-    argv_add(&b, "--user");
-    lua_pushlstring(L, TOKEN_USER, 2);
-    argv_add_top(&b);
+    /*
+     * The command is not PID 1: the kernel drops a signal to PID 1 that it
+     * has no handler for, so `docker run` would pass SIGTERM or SIGINT on to
+     * a command that never sees it. The engine's init (docker-init / tini,
+     * podman's catatonit) forwards signals and reaps orphans.
+     */
+    argv_add(&b, "--init");
+    if (s->podman) {
+        /* rootless: the user's own uid and gid inside, mapped to the user */
+        argv_add(&b, "--userns=keep-id");
+    } else {
+        argv_add(&b, "--user");
+        lua_pushlstring(L, TOKEN_USER, 2);
+        argv_add_top(&b);
+    }
     /* no capability, and no setuid program in the image regains one */
     argv_add(&b, "--cap-drop");
     argv_add(&b, "ALL");
     argv_add(&b, "--security-opt");
     argv_add(&b, "no-new-privileges");
-    if (s->deny) {
+    /* deny and none: no interface but the container's own loopback */
+    if (s->deny || s->none) {
         argv_add(&b, "--network");
         argv_add(&b, "none");
+    }
+    if (s->deny) {
+        /* the only way out: the proxy's socket, through the bridge */
+        argv_add(&b, "-v");
+        lua_pushfstring(L, "%s:" ISOLATION_SANDBOX_PROXY_SOCKET,
+                        s->proxy_socket);
+        argv_add_top(&b);
+        argv_add(&b, "-v");
+        lua_pushfstring(L, "%s:" ISOLATION_CONTAINER_BRIDGE ":ro",
+                        s->bridge_path);
+        argv_add_top(&b);
     }
     argv_add(&b, "-v");
     push_volume(L, s->workdir, false);
@@ -87,5 +119,14 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
     argv_add(&b, "bash");
     argv_add(&b, "-c");
     argv_add(&b, "--"); /* a command starting with - or + is no option */
+    if (!s->deny) {
+        argv_add(&b, s->command);
+        return;
+    }
+    /* bwrap's deny script; the command and the bridge are $1 and $2 */
+    launch_push_deny_script(L, s);
+    argv_add_top(&b);
+    argv_add(&b, "bash");
     argv_add(&b, s->command);
+    argv_add(&b, ISOLATION_CONTAINER_BRIDGE);
 }

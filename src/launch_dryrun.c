@@ -86,9 +86,10 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
     add_display(b, L, s->workdir);
     luaL_addchar(b, '\n');
     launch_protect_describe(b, L, s);
-    luaL_addstring(b, s->deny ? "namespaces: new mount, pid, ipc, uts, net"
-                              : "namespaces: new mount, pid, ipc, uts; "
-                                "the host's network");
+    luaL_addstring(b, s->deny || s->none
+                          ? "namespaces: new mount, pid, ipc, uts, net"
+                          : "namespaces: new mount, pid, ipc, uts; "
+                            "the host's network");
     luaL_addstring(b, ", user (the caller's uid maps to itself; none can "
                       "be made inside: --disable-userns); dies with its "
                       "parent\n");
@@ -128,6 +129,10 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
         ADD_TOP(b);
         add_display(b, L, s->proxy_socket);
         luaL_addstring(b, " (the allowlist proxy); no other route\n");
+    } else if (s->none) {
+        luaL_addstring(b, "network: none: an empty network namespace "
+                          "(--unshare-net), no proxy socket, no bridge: no "
+                          "route at all\n");
     } else {
         luaL_addstring(b, "network: allow: the host's network, unchanged "
                           "(same reach as an unisolated launch)\n");
@@ -183,20 +188,56 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
         add_volume(b, L, "read-only  ", s->protect_path[i], "protect");
     luaL_addstring(b, "  the rest is the image's own filesystem\n");
     launch_protect_describe(b, L, s);
-    luaL_addstring(b, "user: $(id -u):$(id -g) (the launching user, as "
-                      "computed by the target's shell)\n");
-    luaL_addstring(b, "namespaces: docker's own container (mount, pid, "
-                      "ipc, uts, net)\n");
+    if (s->deny) {
+        luaL_addstring(b, "  read-write ");
+        add_display(b, L, s->proxy_socket);
+        luaL_addstring(b, " -> " ISOLATION_SANDBOX_PROXY_SOCKET
+                          "  (proxy socket, single file: the only way out)\n"
+                          "  read-only  ");
+        add_display(b, L, s->bridge_path);
+        luaL_addstring(b, " -> " ISOLATION_CONTAINER_BRIDGE
+                          "  (built-in bridge program, static)\n");
+    }
+    luaL_addstring(b, s->podman
+                          ? "user: the launching user's uid and gid "
+                            "(--userns=keep-id, rootless podman)\n"
+                          : "user: $(id -u):$(id -g) (the launching user, as "
+                            "computed by the target's shell)\n");
+    luaL_addstring(b, s->podman ? "namespaces: podman's own container "
+                                  "(user, mount, pid, ipc, uts, net)\n"
+                                : "namespaces: docker's own container (mount, "
+                                  "pid, ipc, uts, net)\n");
     luaL_addstring(b, "privileges: no capabilities (--cap-drop ALL), no new "
                       "privileges\n");
-    luaL_addstring(b, s->deny
-                          ? "network: deny: none (--network none): no "
-                            "network at all, not even the model API\n"
-                          : "network: allow: docker's default bridge "
-                            "network (same reach as an unisolated launch)\n");
+    if (s->deny) {
+        lua_pushfstring(L,
+                        "network: deny: --network none (the container's "
+                        "loopback only); only 127.0.0.1:%d -> built-in "
+                        "bridge -> " ISOLATION_SANDBOX_PROXY_SOCKET " -> host ",
+                        s->proxy_port);
+        ADD_TOP(b);
+        add_display(b, L, s->proxy_socket);
+        luaL_addstring(b, " (the allowlist proxy); no other route\n");
+    } else {
+        luaL_addstring(b, s->none ? "network: none (--network none): the "
+                                    "container's loopback only, no proxy: no "
+                                    "route at all, not even the model API\n"
+                                  : "network: allow: the engine's default "
+                                    "network (same reach as an unisolated "
+                                    "launch)\n");
+    }
     luaL_addstring(b, s->tty ? "terminal: yes (-t)\n" : "terminal: no\n");
     launch_env_describe(b, s);
     luaL_addstring(b, "  HOME=$HOME\n");
+    if (s->deny) {
+        lua_pushfstring(L,
+                        "  HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy="
+                        "http://127.0.0.1:%d (set by the script before the "
+                        "command)\n  NO_PROXY, no_proxy= (empty)\n"
+                        "  NODE_USE_ENV_PROXY=1\n",
+                        s->proxy_port);
+        ADD_TOP(b);
+    }
     if (s->ca_cert)
         add_ca_env(b, L, s->ca_cert);
 }
@@ -207,13 +248,16 @@ void launch_push_dry_run(lua_State *L, const struct launch_spec *s)
     luaL_buffinit(L, &b);
     switch (s->mode) {
     case MODE_BWRAP:
-        luaL_addstring(&b, s->deny ? "mode: bwrap, network deny\n"
-                                   : "mode: bwrap, network allow\n");
+        luaL_addstring(&b, s->deny   ? "mode: bwrap, network deny\n"
+                           : s->none ? "mode: bwrap, network none\n"
+                                     : "mode: bwrap, network allow\n");
         dry_run_bwrap(&b, L, s);
         break;
     case MODE_DOCKER:
-        luaL_addstring(&b, s->deny ? "mode: docker, network deny\n"
-                                   : "mode: docker, network allow\n");
+        luaL_addstring(&b, s->podman ? "mode: podman" : "mode: docker");
+        luaL_addstring(&b, s->deny   ? ", network deny\n"
+                           : s->none ? ", network none\n"
+                                     : ", network allow\n");
         dry_run_docker(&b, L, s);
         break;
     default:

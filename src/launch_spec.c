@@ -272,13 +272,17 @@ static int read_config(lua_State *L, int idx, int forced, struct launch_spec *s)
     int cfg = lua_gettop(L);
     lua_getfield(L, cfg, "mode");
     const char *mode = lua_tostring(L, -1);
-    s->mode = strcmp(mode, "bwrap") == 0    ? MODE_BWRAP
-              : strcmp(mode, "docker") == 0 ? MODE_DOCKER
-                                            : MODE_NONE;
-    if (forced >= 0)
+    s->podman = strcmp(mode, "podman") == 0;
+    s->mode = strcmp(mode, "bwrap") == 0                 ? MODE_BWRAP
+              : strcmp(mode, "docker") == 0 || s->podman ? MODE_DOCKER
+                                                         : MODE_NONE;
+    if (forced >= 0) {
         s->mode = (enum launch_mode)forced;
+        s->podman = false; /* docker_argv is docker's */
+    }
     lua_getfield(L, cfg, "network");
     s->deny = strcmp(lua_tostring(L, -1), "deny") == 0;
+    s->none = strcmp(lua_tostring(L, -1), "none") == 0;
     /* docker_argv with a config of another mode: its image, checked above */
     s->docker_image = "debian:bookworm-slim";
     if (lua_getfield(L, cfg, "docker_image") == LUA_TSTRING)
@@ -387,7 +391,31 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
             !check_path(L, v, "isolation.BRIDGE", false, false, &path))
             return 0;
     }
-    if (s->bridge == BRIDGE_BUILTIN && s->mode == MODE_BWRAP && s->deny &&
+    /* The image's socat cannot be relied on: docker deny needs the built-in
+     * bridge, mounted like under bwrap (static: any image runs it). */
+    if (s->mode == MODE_DOCKER && s->deny) {
+        if (!is_absent(L, get_field(L, idx, "bridge")) &&
+            s->bridge != BRIDGE_BUILTIN)
+            return fail_got(L, get_field(L, idx, "bridge"), "bridge",
+                            "must be \"builtin\" (or not given) under mode "
+                            "docker or podman with network deny: the image "
+                            "may have no socat");
+        s->bridge = BRIDGE_BUILTIN;
+        if (!path) {
+            v = get_field(L, module_idx, "BRIDGE");
+            if (lua_type(L, v) == LUA_TSTRING &&
+                !check_path(L, v, "isolation.BRIDGE", false, true, &path))
+                return 0;
+        }
+    }
+    if (s->mode == MODE_DOCKER && s->deny && !path) {
+        lua_pushliteral(L, "isolation: network \"deny\" under docker or podman "
+                           "needs the built-in bridge: isolation.BRIDGE is "
+                           "not set (the bridge program was not built); give "
+                           "bridge_path (got nil)");
+        return 0;
+    }
+    if (s->bridge == BRIDGE_BUILTIN && s->mode != MODE_NONE && s->deny &&
         !path) {
         lua_pushliteral(L, "isolation: bridge \"builtin\" needs bridge_path: "
                            "isolation.BRIDGE is not set (the bridge program "
@@ -397,6 +425,26 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
     }
     s->bridge_path = s->bridge == BRIDGE_BUILTIN ? path : NULL;
     return 1;
+}
+
+/*
+ * docker -v splits on ':': the proxy socket and the bridge program, mounted
+ * only under deny, are held to the rule the other docker paths follow.
+ */
+static int check_docker_deny_paths(lua_State *L, const struct launch_spec *s)
+{
+    const char *field = strchr(s->proxy_socket, ':')  ? "proxy_socket"
+                        : strchr(s->bridge_path, ':') ? "bridge_path"
+                                                      : NULL;
+    if (!field)
+        return 1;
+    const char *p = field[0] == 'p' ? s->proxy_socket : s->bridge_path;
+    launch_push_quoted(L, p, strlen(p));
+    lua_pushfstring(L,
+                    "isolation: %s must not contain ':' in mode docker or "
+                    "podman (docker -v splits on it) (got %s)",
+                    field, lua_tostring(L, -1));
+    return 0;
 }
 
 /* Same path, ignoring one trailing slash. */
@@ -531,10 +579,13 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     if (!launch_limits_read(L, idx, s))
         return 0;
 
-    if (s->mode == MODE_BWRAP && s->deny && !s->proxy_socket)
+    if (s->mode != MODE_NONE && s->deny && !s->proxy_socket)
         return fail_got(L, get_field(L, idx, "proxy_socket"), "proxy_socket",
-                        "is required for mode \"bwrap\" with network "
-                        "\"deny\" (the host path of the proxy's unix socket)");
+                        "is required for modes \"bwrap\", \"docker\" and "
+                        "\"podman\" with network \"deny\" (the host path "
+                        "of the proxy's unix socket)");
+    if (s->mode == MODE_DOCKER && s->deny && !check_docker_deny_paths(L, s))
+        return 0;
     if (s->mode == MODE_DOCKER && !check_docker_duplicates(L, s))
         return 0;
     if (s->mode == MODE_BWRAP && !launch_bwrap_check_order(L, s))

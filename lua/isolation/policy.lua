@@ -476,7 +476,8 @@ function M.for_continuation(saved_launch, project)
 end
 
 --- The session card's badge: nil without isolation, else "🔒 bwrap" or
---- "🔒 docker", with " · deny" when the network is denied.
+--- "🔒 docker" or "🔒 podman", with " · deny" when the network is denied
+--- (the allowlist proxy) and " · no network" for network none.
 function M.badge(config)
   if config == nil or config == NULL then return nil end
   local cfg, err = normalize(config, "isolation")
@@ -484,6 +485,7 @@ function M.badge(config)
   if cfg.mode == "" then return nil end
   local b = "🔒 " .. cfg.mode
   if cfg.network == "deny" then b = b .. " · deny" end
+  if cfg.network == "none" then b = b .. " · no network" end
   return b
 end
 

@@ -58,7 +58,9 @@ end
 --- for the agent's own config).
 function M.prepare(spec, home)
   local cfg = spec.config or {}
-  if (cfg.mode ~= "bwrap" and cfg.mode ~= "docker") or type(spec.workdir) ~= "string" then return {} end
+  if (cfg.mode ~= "bwrap" and cfg.mode ~= "docker" and cfg.mode ~= "podman") or type(spec.workdir) ~= "string" then
+    return {}
+  end
   local list = spec.protect
   if list == nil then list = isolation.PROTECTED end
   if type(list) ~= "table" then return {} end -- the builder names the error
@@ -82,7 +84,7 @@ function M.prepare(spec, home)
       local _
       st, _, code = uv.fs_lstat(path)
     end
-    if st and st.type == "link" and cfg.mode ~= "docker" then
+    if st and st.type == "link" and cfg.mode ~= "docker" and cfg.mode ~= "podman" then
       local err = symlink_problem(spec, path, spec.workdir, "bind its target with ro_binds, replace the link by "
         .. "the file, or leave the path out of protect")
       if err then return nil, err end
@@ -93,7 +95,8 @@ function M.prepare(spec, home)
     -- nothing can be bound: bwrap's -try tolerates only a missing source.
     -- Nothing can be created there either while the file stays (a .git
     -- file is itself protected: see isolation.protect_git).
-    if code ~= "ENOTDIR" and (cfg.mode ~= "docker" or type(p) ~= "string" or st) then kept[#kept + 1] = p end
+    local container = cfg.mode == "docker" or cfg.mode == "podman"
+    if code ~= "ENOTDIR" and (not container or type(p) ~= "string" or st) then kept[#kept + 1] = p end
   end
   spec.protect = kept
   local agent = isolation.AGENT_PROTECTED[spec.agent or ""]

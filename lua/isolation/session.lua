@@ -649,7 +649,7 @@ function Manager:launch(req)
 
   local spec = { config = cfg }
   for _, k in ipairs(SPEC_KEYS) do spec[k] = req[k] end
-  local uses_proxy = cfg.mode == "bwrap" and cfg.network == "deny"
+  local uses_proxy = cfg.network == "deny" -- bwrap, docker and podman alike
   local path, allow
   if uses_proxy then
     allow, err = allowlist(req.agent, req.hook_url, cfg)
@@ -692,14 +692,14 @@ function Manager:launch(req)
   -- only where the line runs on this machine (an ssh target's files are
   -- not ours to look at: the binds still hold there, the end check not).
   local watch
-  if is_local(target) and (cfg.mode == "bwrap" or cfg.mode == "docker") then
+  if is_local(target) and (cfg.mode ~= "") then
     local warnings
     warnings, err = protect.prepare(spec, os.getenv("HOME"))
     if not warnings then return nil, err end
     for _, w in ipairs(warnings) do self:_log("isolation: session " .. show(id) .. ": " .. w) end
     watch, err = protect.watch(spec)
     if not watch then return nil, err end
-  elseif cfg.mode == "docker" and spec.protect == nil then
+  elseif (cfg.mode == "docker" or cfg.mode == "podman") and spec.protect == nil then
     -- docker would create each missing protected path on the target as a
     -- root-owned directory (.git/commondir as a directory breaks git), and
     -- which exist there cannot be known from here
@@ -715,7 +715,7 @@ function Manager:launch(req)
     cmdline, err = call(isolation.wrap, spec)
   end
   if not cmdline then return nil, err or remote_socket end
-  if (cfg.mode == "bwrap" or cfg.mode == "docker") and is_local(target) then
+  if cfg.mode ~= "" and is_local(target) then
     ok, err = check_local_paths(spec)
     if not ok then return nil, err end
   end
