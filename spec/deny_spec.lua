@@ -1,6 +1,8 @@
 -- Network deny, end to end: real nested bwrap sandboxes built by
 -- isolation.wrap, the real proxy (thread mode) on a unix socket, and each
--- bridge (socat, the default, and the built-in isolation-bridge). Every
+-- bridge (socat, the default, the built-in isolation-bridge, and pass: the
+-- sandbox's listener handed to the proxy, which takes listeners here; the
+-- other bridges' clients then pass its first-byte probe). Every
 -- property is checked by trying to break it from inside the sandbox.
 local isolation = require("isolation")
 local helpers = require("helpers")
@@ -53,7 +55,7 @@ local CURL = "curl -s -o /dev/null --max-time 15 "
 -- this run's own tells its bridge processes apart from other sandboxes'.
 local PORT_BASE = 20000 + math.tointeger(require("luv").os_getpid()) % 20000
 
-for index, bridge in ipairs({ "socat", "builtin" }) do
+for index, bridge in ipairs({ "socat", "builtin", "pass" }) do
   describe("network deny with the " .. bridge .. " bridge", function()
     local skip = helpers.skip_without_bwrap()
     local dir, up, hook, proxy, base, rundir, sock
@@ -68,7 +70,7 @@ for index, bridge in ipairs({ "socat", "builtin" }) do
       hook = upstream.start()
       local allow = assert(isolation.default_allow_hosts("custom", "http://127.0.0.1:" .. hook.http_port .. "/hook"))
       allow[#allow + 1] = "127.0.0.1:" .. up.http_port
-      proxy = assert(isolation.proxy({ unix = sock, allow = allow }))
+      proxy = assert(isolation.proxy({ unix = sock, allow = allow, accept_listeners = 8 }))
       base = {
         config = { mode = "bwrap", network = "deny" },
         agent = "custom",
@@ -77,7 +79,7 @@ for index, bridge in ipairs({ "socat", "builtin" }) do
         proxy_port = PORT_BASE + index,
         bridge = bridge,
       }
-      if bridge == "builtin" then
+      if bridge ~= "socat" then
         assert.is_string(isolation.BRIDGE, "isolation.BRIDGE is not set")
       end
     end)
