@@ -228,7 +228,7 @@ static void handover(struct conn *c, int sock)
     else if (m.msg_flags & MSG_CTRUNC)
         problem = "more descriptors than a handover may carry (2)";
     else if (nfds == 0)
-        problem = "no descriptor came with it";
+        problem = "it carried no descriptor";
     else if (nfds > PASS_MAX_FDS)
         problem = "more descriptors than a handover may carry (2)";
     else if (p->npass + nfds > p->opts.accept_listeners) {
