@@ -407,7 +407,7 @@ describe("session proxies", function()
   end)
 
   for _, bridge in ipairs({ "pass (the default)", "socat" }) do
-    it("bridge " .. bridge .. ": the sandbox reaches only its proxy; the end of the sandbox frees what it held", function()
+    it("bridge " .. bridge .. ": the sandbox reaches only its proxy; its end frees what it held", function()
       if helpers.skip_without_bwrap() then return end
       f = fixture()
       local fds = helpers.fd_count()
