@@ -267,6 +267,16 @@ for index, bridge in ipairs({ "socat", "builtin", "pass" }) do
       assert.are.equal(isolation.SANDBOX_PROXY_SOCKET .. " ", r.sockets, out)
     end)
 
+    if bridge == "pass" then
+      it("keeps the route of a command that outlives the starter's 10 s wait for the proxy's ok", function()
+        if skip then return end
+        local code, out, err = launch(base, "sleep 11; "
+          .. CURL .. "-w 'late=%{http_code}\\n' http://127.0.0.1:" .. up.http_port .. "/small")
+        assert.are.equal(0, code, err)
+        assert.are.equal("200", kv(out).late, out)
+      end)
+    end
+
     it("leaves nothing of the bridge on the host once the sandbox has ended", function()
       if skip then return end
       -- this run's bridge process, by its argv (NUL-separated: not the
