@@ -6,6 +6,11 @@
 #   unix      straight to the proxy's unix socket (--proxy unix:PATH)
 #   builtin   through isolation-bridge (--proxy tcp:127.0.0.1:PORT)
 #   socat     through socat with the seed's argument order, fork per client
+#   tcp       straight to a second proxy listening on loopback TCP (the
+#             proxy's own TCP row)
+#   pass      bridge "pass": a loopback listener handed to a third proxy
+#             (accept_listeners) by isolation-bridge --pass, which the proxy
+#             accepts on itself; no process between client and proxy
 # connect-latency: sequential CONNECT + GET /small tunnels (p50, p99);
 # connect-rate: C concurrent clients for T s (tunnels/s, the bridge's CPU per
 # tunnel); tunnel-throughput: one tunnel to blast, down and up (MB/s);
@@ -14,7 +19,8 @@
 # per client). Added latency = p50 minus the unix p50.
 #
 # usage: bench/bridge.sh [--out FILE]     (QUICK=1: shorter runs;
-#        BRIDGE_BIN=PATH: another isolation-bridge build, for an A/B)
+#        BRIDGE_BIN=PATH: another isolation-bridge build, for an A/B;
+#        BRIDGE_VIAS="unix tcp pass": only those rows)
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -37,13 +43,15 @@ NGINX_PORT=${NGINX_PORT:-18080}
 BLAST_PORT=${BLAST_PORT:-18081}
 BUILTIN_PORT=${BUILTIN_PORT:-18151}
 SOCAT_PORT=${SOCAT_PORT:-18152}
+TCP_PORT=${TCP_PORT:-18153}
+PASS_PORT=${PASS_PORT:-18154}
 
 harness_ready || exit 2
 LG=$HARNESS/loadgen
 RUN=$BENCH_RUN/bridge
 rm -rf "$RUN"
 mkdir -p "$RUN/nginx/www" "$RUN/nginx/tmp"
-for p in $NGINX_PORT $BLAST_PORT $BUILTIN_PORT $SOCAT_PORT; do
+for p in $NGINX_PORT $BLAST_PORT $BUILTIN_PORT $SOCAT_PORT $TCP_PORT $PASS_PORT; do
     port_free "$p" || { echo "bridge.sh: port $p busy" >&2; exit 2; }
 done
 ulimit -n "$(ulimit -Hn)"
@@ -91,14 +99,32 @@ SOCAT_PID=$!
 PIDS+=("$SOCAT_PID")
 wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$SOCAT_PORT" 2>/dev/null || { echo "bridge.sh: socat did not start" >&2; exit 1; }
 
+BENCH_ALLOW="127.0.0.1:$NGINX_PORT 127.0.0.1:$BLAST_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" \
+    --listen "127.0.0.1:$TCP_PORT" >"$RUN/proxy-tcp.log" 2>&1 &
+TCP_PID=$!
+PIDS+=("$TCP_PID")
+PASS_SOCK=$RUN/proxy-pass.sock
+BENCH_ALLOW="127.0.0.1:$NGINX_PORT 127.0.0.1:$BLAST_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" \
+    --unix "$PASS_SOCK" --accept-listeners 1 >"$RUN/proxy-pass.log" 2>&1 &
+PASS_PROXY_PID=$!
+PIDS+=("$PASS_PROXY_PID")
+wait_for test -S "$PASS_SOCK" || { echo "bridge.sh: pass proxy did not start" >&2; exit 1; }
+wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$TCP_PORT" 2>/dev/null || { echo "bridge.sh: tcp proxy did not start" >&2; exit 1; }
+# the starter hands the listener over, then execs a stand-in for the command
+"${BRIDGE_BIN:-$REPO/build/isolation-bridge}" --pass "$PASS_PORT" "$PASS_SOCK" sleep 100000 &
+PIDS+=("$!")
+wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$PASS_PORT" 2>/dev/null || { echo "bridge.sh: pass did not start" >&2; exit 1; }
+
 declare -A R
-VIAS=(direct unix builtin socat)
+read -ra VIAS <<<"${BRIDGE_VIAS:-direct unix tcp builtin socat pass}"
 for via in "${VIAS[@]}"; do
     case $via in
         direct) args=(--direct); pid= ;;
         unix) args=(--proxy "unix:$SOCK"); pid=$PROXY_PID ;;
         builtin) args=(--proxy "tcp:127.0.0.1:$BUILTIN_PORT"); pid=$BUILTIN_PID ;;
         socat) args=(--proxy "tcp:127.0.0.1:$SOCAT_PORT"); pid=$SOCAT_PID ;;
+        tcp) args=(--proxy "tcp:127.0.0.1:$TCP_PORT"); pid=$TCP_PID ;;
+        pass) args=(--proxy "tcp:127.0.0.1:$PASS_PORT"); pid=$PASS_PROXY_PID ;;
     esac
     [ -n "$pid" ] && args+=(--pid "$pid")
     log "bridge: $via"
@@ -144,6 +170,8 @@ section=$RUN/section.md
     echo "cpu and idle = CPU per tunnel and Pss growth per held tunnel of the process tree named in the row" \
          "(the proxy for unix; the bridge alone for builtin and socat)."
     echo
+    echo "pass and tcp: the proxy's own process (no bridge); added p50 compares with unix (pass / tcp below the table)."
+    echo
     echo "| via | p50 µs | p99 µs | added p50 µs vs unix | p50 / direct | tunnels/s (c=$RATE_C) | rate / direct | rate / unix | rate p99 µs | cpu µs/tunnel | down MB/s | up MB/s | idle KiB/tunnel | held | errors |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for via in "${VIAS[@]}"; do
@@ -157,6 +185,11 @@ section=$RUN/section.md
             "$(( ${R[$via,lat_err]:-0} + ${R[$via,rate_err]:-0} + ${R[$via,tput_err]:-0} + ${R[$via,idle_err]:-0} ))"
     done
     echo
+    if [ -n "${R[pass,rate]:-}" ] && [ -n "${R[tcp,rate]:-}" ]; then
+        echo "pass against the proxy's own TCP row: rate $(ratio "${R[pass,rate]}" "${R[tcp,rate]}")x," \
+             "p50 $(awk -v a="${R[pass,p50]}" -v b="${R[tcp,p50]}" 'BEGIN { printf "%+.0f", a - b }') µs."
+        echo
+    fi
     echo "socat runs exactly as the seed's launch script does (listen backlog 5, one process per client);"
     echo "Errors for socat under load, if any, are connections reset while its accept queue was full."
     echo
