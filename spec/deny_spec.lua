@@ -268,6 +268,31 @@ for index, bridge in ipairs({ "socat", "builtin", "pass" }) do
     end)
 
     if bridge == "pass" then
+      it("refuses what a sandboxed process hands the proxy itself, and keeps the route", function()
+        if skip then return end
+        -- the sender in the workdir: /usr's python3 runs it inside
+        local sender = dir .. "/work/handover.py"
+        helpers.write(sender, helpers.read("spec/support/handover.py"))
+        local errors = proxy:stats().errors
+        local lines = {}
+        for _, kind in ipairs({ "connected", "file", "pipe", "udp", "any_address", "unix_listener", "three",
+          "flood", "none", "bad_magic" }) do
+          lines[#lines + 1] = "printf '" .. kind .. "='; python3 " .. shq(sender) .. " "
+            .. isolation.SANDBOX_PROXY_SOCKET .. " " .. kind .. " | head -1"
+        end
+        lines[#lines + 1] = CURL .. "-w 'after=%{http_code}\\n' http://127.0.0.1:" .. up.http_port .. "/small"
+        local code, out, err = launch(base, table.concat(lines, "\n"))
+        os.remove(sender)
+        assert.are.equal(0, code, err)
+        local r = kv(out)
+        for _, kind in ipairs({ "connected", "file", "pipe", "udp", "any_address", "unix_listener", "three",
+          "flood", "none", "bad_magic" }) do
+          assert.matches("^no ", r[kind] or "", nil, kind .. ": " .. out)
+        end
+        assert.are.equal("200", r.after, out)
+        assert.are.equal(errors + 10, proxy:stats().errors)
+      end)
+
       it("keeps the route of a command that outlives the starter's 10 s wait for the proxy's ok", function()
         if skip then return end
         local code, out, err = launch(base, "sleep 11; "
