@@ -210,3 +210,43 @@ for _, mode in ipairs({ "thread", "luv" }) do
     end)
   end)
 end
+
+describe("isolation-bridge --pass (the starter, on the host)", function()
+  local dir, p
+
+  before_each(function() dir = helpers.tmpdir() end)
+  after_each(function()
+    if p then p:close() end
+    p = nil
+    helpers.rmtree(dir)
+  end)
+
+  local function starter(port, command)
+    return helpers.run(helpers.shquote(isolation.BRIDGE) .. " --pass " .. port .. " " .. helpers.shquote(dir .. "/p.sock")
+      .. " " .. command)
+  end
+
+  it("execs the command once the proxy took the listener, which then answers on the port", function()
+    p = assert(isolation.proxy({ unix = dir .. "/p.sock", allow = { "example.com" }, accept_listeners = 1 }))
+    local port = require("support.bridge").free_port()
+    local code, out, err = starter(port, "curl -s -o /dev/null -w '%{http_code}' -x http://127.0.0.1:" .. port
+      .. " http://blocked.example.net/")
+    assert.are.equal(0, code, err)
+    assert.are.equal("403", out)
+  end)
+
+  it("exits 126 with the reason, running nothing, when the proxy takes no listeners", function()
+    p = assert(isolation.proxy({ unix = dir .. "/p.sock", allow = {} }))
+    local code, out, err = starter(require("support.bridge").free_port(), "echo ran")
+    assert.are.equal(126, code)
+    assert.are.equal("", out)
+    assert.matches("accept_listeners is 0", err, 1, true)
+  end)
+
+  it("exits 126 naming the socket when no proxy listens there", function()
+    local code, out, err = starter(require("support.bridge").free_port(), "echo ran")
+    assert.are.equal(126, code)
+    assert.are.equal("", out)
+    assert.matches(dir .. "/p.sock", err, 1, true)
+  end)
+end)
