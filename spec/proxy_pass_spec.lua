@@ -222,8 +222,8 @@ describe("isolation-bridge --pass (the starter, on the host)", function()
   end)
 
   local function starter(port, command)
-    return helpers.run(helpers.shquote(isolation.BRIDGE) .. " --pass " .. port .. " " .. helpers.shquote(dir .. "/p.sock")
-      .. " " .. command)
+    return helpers.run(helpers.shquote(isolation.BRIDGE) .. " --pass " .. port .. " "
+      .. helpers.shquote(dir .. "/p.sock") .. " " .. command)
   end
 
   it("execs the command once the proxy took the listener, which then answers on the port", function()
