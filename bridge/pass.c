@@ -220,6 +220,11 @@ int pass_main(int argc, char **argv)
             *nl = '\0';
         if (strncmp(reply, "no ", 3) == 0)
             return fail("the proxy refused the listener", reply + 3);
+        /* An HTTP answer: it read the handover as a request (it takes no
+         * listeners), or it is full (503). */
+        if (strncmp(reply, "HTTP/1.1 503", 12) == 0)
+            return fail("the proxy did not take the listener",
+                        "it has max_connections clients already");
         return fail("the proxy did not take the listener",
                     reply[0] ? "it does not accept listeners "
                                "(accept_listeners is 0)"
