@@ -159,6 +159,42 @@ for via in "${VIAS[@]}"; do
     fi
 done
 
+# The whole sandbox path (SANDBOX_ROWS=1): the loadgen inside a real deny
+# sandbox (isolation.wrap, bwrap), through each bridge, to a proxy on the
+# host that takes listeners; p50 (sequential) and c=$RATE_C rate.
+declare -A S
+SANDBOX_BRIDGES=()
+if [ -n "${SANDBOX_ROWS:-}" ]; then
+    SANDBOX_BRIDGES=(pass builtin socat)
+    SB_SOCK=$RUN/proxy-sandbox.sock
+    mkdir -p "$RUN/work"
+    BENCH_ALLOW="127.0.0.1:$NGINX_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" \
+        --unix "$SB_SOCK" --accept-listeners 4 >"$RUN/proxy-sandbox.log" 2>&1 &
+    SB_PID=$!
+    PIDS+=("$SB_PID")
+    wait_for test -S "$SB_SOCK" || { echo "bridge.sh: sandbox proxy did not start" >&2; exit 1; }
+    for b in "${SANDBOX_BRIDGES[@]}"; do
+        for mode in connect-latency connect-rate; do
+            if [ $mode = connect-latency ]; then extra="-n $LAT_N"; else extra="-c $RATE_C -t $RATE_T"; fi
+            line=$(WORKDIR=$RUN/work SOCK=$SB_SOCK B=$b H=$HARNESS \
+                CMD="$LG $mode --proxy tcp:127.0.0.1:3128 --target 127.0.0.1:$NGINX_PORT --path /small $extra -w $WARM --label sandbox-$b --max-time 80" \
+                LUA_CPATH="$REPO/build/?.so;;" lua5.4 -e '
+                local isolation = require("isolation")
+                print(assert(isolation.wrap({
+                  config = { mode = "bwrap", network = "deny" }, agent = "bench",
+                  workdir = os.getenv("WORKDIR"), command = os.getenv("CMD"),
+                  proxy_socket = os.getenv("SOCK"), bridge = os.getenv("B"), ro_binds = { os.getenv("H") },
+                })))')
+            log "bridge: sandbox $b $mode"
+            l=$(timeout -k 5 120 sh -c "$line" 2>>"$RUN/loadgen.stderr" | grep "mode=")
+            log "  $l"
+            echo "$l" >>"$RUN/raw.txt"
+            if [ $mode = connect-latency ]; then S[$b,p50]=$(kv "$l" p50_us); S[$b,p99]=$(kv "$l" p99_us)
+            else S[$b,rate]=$(kv "$l" rate_per_s); S[$b,err]=$(kv "$l" err); fi
+        done
+    done
+fi
+
 section=$RUN/section.md
 {
     echo "## Bridge cost"
@@ -188,6 +224,19 @@ section=$RUN/section.md
     if [ -n "${R[pass,rate]:-}" ] && [ -n "${R[tcp,rate]:-}" ]; then
         echo "pass against the proxy's own TCP row: rate $(ratio "${R[pass,rate]}" "${R[tcp,rate]}")x," \
              "p50 $(awk -v a="${R[pass,p50]}" -v b="${R[tcp,p50]}" 'BEGIN { printf "%+.0f", a - b }') µs."
+        echo
+    fi
+    if [ ${#SANDBOX_BRIDGES[@]} -gt 0 ]; then
+        echo "The whole sandbox path: the loadgen inside a real deny sandbox (isolation.wrap, bwrap), to the"
+        echo "sandbox's 127.0.0.1:3128, through each bridge, to a proxy on the host (accept_listeners 4)."
+        echo
+        echo "| bridge | p50 µs | p99 µs | added p50 µs vs tcp | tunnels/s (c=$RATE_C) | rate / tcp | errors |"
+        echo "|---|---:|---:|---:|---:|---:|---:|"
+        for b in "${SANDBOX_BRIDGES[@]}"; do
+            added=$(awk -v a="${S[$b,p50]}" -v b="${R[tcp,p50]}" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%.0f", a - b }')
+            printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$b" "${S[$b,p50]:--}" "${S[$b,p99]:--}" "$added" \
+                "${S[$b,rate]:--}" "$(ratio "${S[$b,rate]}" "${R[tcp,rate]}")" "${S[$b,err]:--}"
+        done
         echo
     fi
     echo "socat runs exactly as the seed's launch script does (listen backlog 5, one process per client);"
