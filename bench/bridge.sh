@@ -6,6 +6,11 @@
 #   unix      straight to the proxy's unix socket (--proxy unix:PATH)
 #   builtin   through isolation-bridge (--proxy tcp:127.0.0.1:PORT)
 #   socat     through socat with the seed's argument order, fork per client
+#   tcp       straight to a second proxy listening on loopback TCP (the
+#             proxy's own TCP row)
+#   pass      bridge "pass": a loopback listener handed to a third proxy
+#             (accept_listeners) by isolation-bridge --pass, which the proxy
+#             accepts on itself; no process between client and proxy
 # connect-latency: sequential CONNECT + GET /small tunnels (p50, p99);
 # connect-rate: C concurrent clients for T s (tunnels/s, the bridge's CPU per
 # tunnel); tunnel-throughput: one tunnel to blast, down and up (MB/s);
@@ -14,7 +19,8 @@
 # per client). Added latency = p50 minus the unix p50.
 #
 # usage: bench/bridge.sh [--out FILE]     (QUICK=1: shorter runs;
-#        BRIDGE_BIN=PATH: another isolation-bridge build, for an A/B)
+#        BRIDGE_BIN=PATH: another isolation-bridge build, for an A/B;
+#        BRIDGE_VIAS="unix tcp pass": only those rows)
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -37,13 +43,15 @@ NGINX_PORT=${NGINX_PORT:-18080}
 BLAST_PORT=${BLAST_PORT:-18081}
 BUILTIN_PORT=${BUILTIN_PORT:-18151}
 SOCAT_PORT=${SOCAT_PORT:-18152}
+TCP_PORT=${TCP_PORT:-18153}
+PASS_PORT=${PASS_PORT:-18154}
 
 harness_ready || exit 2
 LG=$HARNESS/loadgen
 RUN=$BENCH_RUN/bridge
 rm -rf "$RUN"
 mkdir -p "$RUN/nginx/www" "$RUN/nginx/tmp"
-for p in $NGINX_PORT $BLAST_PORT $BUILTIN_PORT $SOCAT_PORT; do
+for p in $NGINX_PORT $BLAST_PORT $BUILTIN_PORT $SOCAT_PORT $TCP_PORT $PASS_PORT; do
     port_free "$p" || { echo "bridge.sh: port $p busy" >&2; exit 2; }
 done
 ulimit -n "$(ulimit -Hn)"
@@ -91,14 +99,32 @@ SOCAT_PID=$!
 PIDS+=("$SOCAT_PID")
 wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$SOCAT_PORT" 2>/dev/null || { echo "bridge.sh: socat did not start" >&2; exit 1; }
 
+BENCH_ALLOW="127.0.0.1:$NGINX_PORT 127.0.0.1:$BLAST_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" \
+    --listen "127.0.0.1:$TCP_PORT" >"$RUN/proxy-tcp.log" 2>&1 &
+TCP_PID=$!
+PIDS+=("$TCP_PID")
+PASS_SOCK=$RUN/proxy-pass.sock
+BENCH_ALLOW="127.0.0.1:$NGINX_PORT 127.0.0.1:$BLAST_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" \
+    --unix "$PASS_SOCK" --accept-listeners 1 >"$RUN/proxy-pass.log" 2>&1 &
+PASS_PROXY_PID=$!
+PIDS+=("$PASS_PROXY_PID")
+wait_for test -S "$PASS_SOCK" || { echo "bridge.sh: pass proxy did not start" >&2; exit 1; }
+wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$TCP_PORT" 2>/dev/null || { echo "bridge.sh: tcp proxy did not start" >&2; exit 1; }
+# the starter hands the listener over, then execs a stand-in for the command
+"${BRIDGE_BIN:-$REPO/build/isolation-bridge}" --pass "$PASS_PORT" "$PASS_SOCK" sleep 100000 &
+PIDS+=("$!")
+wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$PASS_PORT" 2>/dev/null || { echo "bridge.sh: pass did not start" >&2; exit 1; }
+
 declare -A R
-VIAS=(direct unix builtin socat)
+read -ra VIAS <<<"${BRIDGE_VIAS:-direct unix tcp builtin socat pass}"
 for via in "${VIAS[@]}"; do
     case $via in
         direct) args=(--direct); pid= ;;
         unix) args=(--proxy "unix:$SOCK"); pid=$PROXY_PID ;;
         builtin) args=(--proxy "tcp:127.0.0.1:$BUILTIN_PORT"); pid=$BUILTIN_PID ;;
         socat) args=(--proxy "tcp:127.0.0.1:$SOCAT_PORT"); pid=$SOCAT_PID ;;
+        tcp) args=(--proxy "tcp:127.0.0.1:$TCP_PORT"); pid=$TCP_PID ;;
+        pass) args=(--proxy "tcp:127.0.0.1:$PASS_PORT"); pid=$PASS_PROXY_PID ;;
     esac
     [ -n "$pid" ] && args+=(--pid "$pid")
     log "bridge: $via"
@@ -133,6 +159,42 @@ for via in "${VIAS[@]}"; do
     fi
 done
 
+# The whole sandbox path (SANDBOX_ROWS=1): the loadgen inside a real deny
+# sandbox (isolation.wrap, bwrap), through each bridge, to a proxy on the
+# host that takes listeners; p50 (sequential) and c=$RATE_C rate.
+declare -A S
+SANDBOX_BRIDGES=()
+if [ -n "${SANDBOX_ROWS:-}" ]; then
+    SANDBOX_BRIDGES=(pass builtin socat)
+    SB_SOCK=$RUN/proxy-sandbox.sock
+    mkdir -p "$RUN/work"
+    BENCH_ALLOW="127.0.0.1:$NGINX_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" \
+        --unix "$SB_SOCK" --accept-listeners 4 >"$RUN/proxy-sandbox.log" 2>&1 &
+    SB_PID=$!
+    PIDS+=("$SB_PID")
+    wait_for test -S "$SB_SOCK" || { echo "bridge.sh: sandbox proxy did not start" >&2; exit 1; }
+    for b in "${SANDBOX_BRIDGES[@]}"; do
+        for mode in connect-latency connect-rate; do
+            if [ $mode = connect-latency ]; then extra="-n $LAT_N"; else extra="-c $RATE_C -t $RATE_T"; fi
+            line=$(WORKDIR=$RUN/work SOCK=$SB_SOCK B=$b H=$HARNESS \
+                CMD="$LG $mode --proxy tcp:127.0.0.1:3128 --target 127.0.0.1:$NGINX_PORT --path /small $extra -w $WARM --label sandbox-$b --max-time 80" \
+                LUA_CPATH="$REPO/build/?.so;;" lua5.4 -e '
+                local isolation = require("isolation")
+                print(assert(isolation.wrap({
+                  config = { mode = "bwrap", network = "deny" }, agent = "bench",
+                  workdir = os.getenv("WORKDIR"), command = os.getenv("CMD"),
+                  proxy_socket = os.getenv("SOCK"), bridge = os.getenv("B"), ro_binds = { os.getenv("H") },
+                })))')
+            log "bridge: sandbox $b $mode"
+            l=$(timeout -k 5 120 sh -c "$line" 2>>"$RUN/loadgen.stderr" | grep "mode=")
+            log "  $l"
+            echo "$l" >>"$RUN/raw.txt"
+            if [ $mode = connect-latency ]; then S[$b,p50]=$(kv "$l" p50_us); S[$b,p99]=$(kv "$l" p99_us)
+            else S[$b,rate]=$(kv "$l" rate_per_s); S[$b,err]=$(kv "$l" err); fi
+        done
+    done
+fi
+
 section=$RUN/section.md
 {
     echo "## Bridge cost"
@@ -143,6 +205,8 @@ section=$RUN/section.md
          "tunnel-throughput $TP each way, idle-tunnels n=$IDLE_K held 2 s (both to blast). MB = 10^6 B."
     echo "cpu and idle = CPU per tunnel and Pss growth per held tunnel of the process tree named in the row" \
          "(the proxy for unix; the bridge alone for builtin and socat)."
+    echo
+    echo "pass and tcp: the proxy's own process (no bridge); added p50 compares with unix (pass / tcp below the table)."
     echo
     echo "| via | p50 µs | p99 µs | added p50 µs vs unix | p50 / direct | tunnels/s (c=$RATE_C) | rate / direct | rate / unix | rate p99 µs | cpu µs/tunnel | down MB/s | up MB/s | idle KiB/tunnel | held | errors |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -157,6 +221,24 @@ section=$RUN/section.md
             "$(( ${R[$via,lat_err]:-0} + ${R[$via,rate_err]:-0} + ${R[$via,tput_err]:-0} + ${R[$via,idle_err]:-0} ))"
     done
     echo
+    if [ -n "${R[pass,rate]:-}" ] && [ -n "${R[tcp,rate]:-}" ]; then
+        echo "pass against the proxy's own TCP row: rate $(ratio "${R[pass,rate]}" "${R[tcp,rate]}")x," \
+             "p50 $(awk -v a="${R[pass,p50]}" -v b="${R[tcp,p50]}" 'BEGIN { printf "%+.0f", a - b }') µs."
+        echo
+    fi
+    if [ ${#SANDBOX_BRIDGES[@]} -gt 0 ]; then
+        echo "The whole sandbox path: the loadgen inside a real deny sandbox (isolation.wrap, bwrap), to the"
+        echo "sandbox's 127.0.0.1:3128, through each bridge, to a proxy on the host (accept_listeners 4)."
+        echo
+        echo "| bridge | p50 µs | p99 µs | added p50 µs vs tcp | tunnels/s (c=$RATE_C) | rate / tcp | errors |"
+        echo "|---|---:|---:|---:|---:|---:|---:|"
+        for b in "${SANDBOX_BRIDGES[@]}"; do
+            added=$(awk -v a="${S[$b,p50]}" -v b="${R[tcp,p50]}" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%.0f", a - b }')
+            printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$b" "${S[$b,p50]:--}" "${S[$b,p99]:--}" "$added" \
+                "${S[$b,rate]:--}" "$(ratio "${S[$b,rate]}" "${R[tcp,rate]}")" "${S[$b,err]:--}"
+        done
+        echo
+    fi
     echo "socat runs exactly as the seed's launch script does (listen backlog 5, one process per client);"
     echo "Errors for socat under load, if any, are connections reset while its accept queue was full."
     echo

@@ -6,6 +6,8 @@
 --   lua5.4 bench/isolation-proxy.lua --unix /tmp/p.sock
 --   lua5.4 bench/isolation-proxy.lua --listen 127.0.0.1:18140
 --   ... [--luv]    drive it from luv's loop on this thread instead
+--   ... [--accept-listeners N]   take up to N listeners handed over the
+--                  unix socket (bridge "pass")
 --
 -- Loads the module from the build tree next to this script unless
 -- ISOLATION_CPATH says otherwise.
@@ -30,6 +32,9 @@ while i <= #arg do
     i = i + 1
   elseif a == "--luv" then
     opts.loop = uv
+  elseif a == "--accept-listeners" then
+    opts.accept_listeners = math.tointeger(tonumber(arg[i + 1] or "")) or usage(a .. " needs a number")
+    i = i + 1
   else
     usage("unknown argument " .. a)
   end

@@ -7,6 +7,9 @@
 #                  (this run's reference)
 #   deny-socat     isolation.wrap{bridge = "socat"}, command `true`
 #   deny-builtin   isolation.wrap{bridge = "builtin"}, command `true`
+#   deny-pass      isolation.wrap{bridge = "pass"}, command `true`, against a
+#                  real proxy (bench/isolation-proxy.lua --accept-listeners):
+#                  the handover needs one that answers
 #   bare-builtin   bwrap (the shared harness's profile) + --unshare-net +
 #                  isolation-bridge, then `exec true`: the bridge's own cost
 #                  without the launch script's extras
@@ -24,7 +27,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --runs) RUNS=$2; shift ;;
         --out) OUT=$2; shift ;;
-        *) sed -n '2,15p' "$0"; exit 2 ;;
+        *) sed -n '2,19p' "$0"; exit 2 ;;
     esac
     shift
 done
@@ -35,6 +38,7 @@ WORK=$(mktemp -d /tmp/isolation-startup.XXXXXX)
 LISTENER=
 cleanup() {
     [ -n "$LISTENER" ] && kill "$LISTENER" 2>/dev/null && wait "$LISTENER" 2>/dev/null
+    [ -n "${PASS_PROXY:-}" ] && kill "$PASS_PROXY" 2>/dev/null && wait "$PASS_PROXY" 2>/dev/null
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -44,10 +48,16 @@ socat "UNIX-LISTEN:$WORK/proxy.sock,fork" /dev/null 2>/dev/null &
 LISTENER=$!
 for _ in $(seq 50); do [ -S "$WORK/proxy.sock" ] && break; sleep 0.1; done
 mkdir -p "$WORK/work"
+# each launch's listener is let go when its sandbox ends: 64 leave room
+lua5.4 "$REPO/bench/isolation-proxy.lua" --unix "$WORK/pass.sock" --accept-listeners 64 >/dev/null 2>&1 &
+PASS_PROXY=$!
+for _ in $(seq 50); do [ -S "$WORK/pass.sock" ] && break; sleep 0.1; done
 
 BRIDGE=$REPO/build/isolation-bridge
-for bridge in socat builtin; do
-    WORKDIR=$WORK/work SOCK=$WORK/proxy.sock BRIDGE_KIND=$bridge \
+for bridge in socat builtin pass; do
+    sock=$WORK/proxy.sock
+    [ "$bridge" = pass ] && sock=$WORK/pass.sock
+    WORKDIR=$WORK/work SOCK=$sock BRIDGE_KIND=$bridge \
     LUA_CPATH="$REPO/build/?.so;;" lua5.4 -e '
         local isolation = require("isolation")
         local line, err = isolation.wrap({
@@ -66,7 +76,7 @@ bash -c '$BRIDGE 3128 /run/isolation/proxy.sock && exec true'" >"$WORK/bare-buil
 echo "exec true" >"$WORK/sh.sh"
 echo "$BW --unshare-net -- /bin/true" >"$WORK/bwrap-net.sh"
 
-NAMES=(sh bwrap-net bare-builtin deny-socat deny-builtin)
+read -ra NAMES <<<"${STARTUP_NAMES:-sh bwrap-net bare-builtin deny-socat deny-builtin deny-pass}"
 {
     echo "## Deny launch start cost"
     echo

@@ -1,5 +1,6 @@
 /*
  * isolation-bridge PORT SOCKET
+ * isolation-bridge --pass PORT SOCKET COMMAND [ARG...]   (bridge/pass.c)
  *
  * Listens on 127.0.0.1:PORT and relays every TCP client, both ways, to a
  * new connection to the unix socket SOCKET. It is the in-sandbox bridge
@@ -21,6 +22,7 @@
  * the bridge included. Outside a PID namespace, whoever started it must
  * kill it.
  */
+#include "pass.h"
 #include "relay.h"
 
 #include <arpa/inet.h>
@@ -157,6 +159,9 @@ static int parent(pid_t pid, int ready_fd)
 
 int main(int argc, char **argv)
 {
+    /* --pass execs the command: what it inherits is not ours to close. */
+    if (argc >= 2 && strcmp(argv[1], "--pass") == 0)
+        return pass_main(argc - 1, argv + 1);
     close_inherited();
     if (argc == 2 &&
         (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {

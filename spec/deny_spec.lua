@@ -1,6 +1,8 @@
 -- Network deny, end to end: real nested bwrap sandboxes built by
 -- isolation.wrap, the real proxy (thread mode) on a unix socket, and each
--- bridge (socat, the default, and the built-in isolation-bridge). Every
+-- bridge (socat, the default, the built-in isolation-bridge, and pass: the
+-- sandbox's listener handed to the proxy, which takes listeners here; the
+-- other bridges' clients then pass its first-byte probe). Every
 -- property is checked by trying to break it from inside the sandbox.
 local isolation = require("isolation")
 local helpers = require("helpers")
@@ -53,7 +55,7 @@ local CURL = "curl -s -o /dev/null --max-time 15 "
 -- this run's own tells its bridge processes apart from other sandboxes'.
 local PORT_BASE = 20000 + math.tointeger(require("luv").os_getpid()) % 20000
 
-for index, bridge in ipairs({ "socat", "builtin" }) do
+for index, bridge in ipairs({ "socat", "builtin", "pass" }) do
   describe("network deny with the " .. bridge .. " bridge", function()
     local skip = helpers.skip_without_bwrap()
     local dir, up, hook, proxy, base, rundir, sock
@@ -68,7 +70,7 @@ for index, bridge in ipairs({ "socat", "builtin" }) do
       hook = upstream.start()
       local allow = assert(isolation.default_allow_hosts("custom", "http://127.0.0.1:" .. hook.http_port .. "/hook"))
       allow[#allow + 1] = "127.0.0.1:" .. up.http_port
-      proxy = assert(isolation.proxy({ unix = sock, allow = allow }))
+      proxy = assert(isolation.proxy({ unix = sock, allow = allow, accept_listeners = 8 }))
       base = {
         config = { mode = "bwrap", network = "deny" },
         agent = "custom",
@@ -77,7 +79,7 @@ for index, bridge in ipairs({ "socat", "builtin" }) do
         proxy_port = PORT_BASE + index,
         bridge = bridge,
       }
-      if bridge == "builtin" then
+      if bridge ~= "socat" then
         assert.is_string(isolation.BRIDGE, "isolation.BRIDGE is not set")
       end
     end)
@@ -264,6 +266,41 @@ for index, bridge in ipairs({ "socat", "builtin" }) do
       assert.are.equal("hidden", r.hostdir, out)
       assert.are.equal(isolation.SANDBOX_PROXY_SOCKET .. " ", r.sockets, out)
     end)
+
+    if bridge == "pass" then
+      it("refuses what a sandboxed process hands the proxy itself, and keeps the route", function()
+        if skip then return end
+        -- the sender in the workdir: /usr's python3 runs it inside
+        local sender = dir .. "/work/handover.py"
+        helpers.write(sender, helpers.read("spec/support/handover.py"))
+        local errors = proxy:stats().errors
+        local lines = {}
+        for _, kind in ipairs({ "connected", "file", "pipe", "udp", "any_address", "unix_listener", "three",
+          "flood", "none", "bad_magic" }) do
+          lines[#lines + 1] = "printf '" .. kind .. "='; python3 " .. shq(sender) .. " "
+            .. isolation.SANDBOX_PROXY_SOCKET .. " " .. kind .. " | head -1"
+        end
+        lines[#lines + 1] = CURL .. "-w 'after=%{http_code}\\n' http://127.0.0.1:" .. up.http_port .. "/small"
+        local code, out, err = launch(base, table.concat(lines, "\n"))
+        os.remove(sender)
+        assert.are.equal(0, code, err)
+        local r = kv(out)
+        for _, kind in ipairs({ "connected", "file", "pipe", "udp", "any_address", "unix_listener", "three",
+          "flood", "none", "bad_magic" }) do
+          assert.matches("^no ", r[kind] or "", nil, kind .. ": " .. out)
+        end
+        assert.are.equal("200", r.after, out)
+        assert.are.equal(errors + 10, proxy:stats().errors)
+      end)
+
+      it("keeps the route of a command that outlives the starter's 10 s wait for the proxy's ok", function()
+        if skip then return end
+        local code, out, err = launch(base, "sleep 11; "
+          .. CURL .. "-w 'late=%{http_code}\\n' http://127.0.0.1:" .. up.http_port .. "/small")
+        assert.are.equal(0, code, err)
+        assert.are.equal("200", kv(out).late, out)
+      end)
+    end
 
     it("leaves nothing of the bridge on the host once the sandbox has ended", function()
       if skip then return end

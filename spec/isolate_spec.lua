@@ -163,6 +163,8 @@ describe("isolate", function()
         command = "exec env --default-signal=INT,QUIT,HUP -- echo 'a b' '$HOME'",
         proxy_socket = "/tmp/isolate.XXXXXX/proxy.sock",
         seccomp_fd = 3,
+        -- isolate's default bridge where the program is built
+        bridge = isolation.BRIDGE and "pass" or nil,
       }
     end
 

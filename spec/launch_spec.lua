@@ -226,6 +226,43 @@ describe("bwrap_argv", function()
     assert.truthy(script:find('exec bash -c -- "$1"', 1, true))
   end)
 
+  it("pass bridge: the same program bound read-only, exec'd with --pass, port, socket and the command", function()
+    local argv = assert(isolation.bwrap_argv({
+      config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c", proxy_port = 18080,
+      proxy_socket = "/p.sock", bridge = "pass", bridge_path = "/opt/isolation/isolation-bridge",
+    }))
+    assert.truthy(index_of(argv, "--ro-bind", "/opt/isolation/isolation-bridge", "/opt/isolation/isolation-bridge"))
+    local script = argv[#argv - 3]
+    assert.are.same({ "-c", "--", script, "bash", "c", "/opt/isolation/isolation-bridge" },
+      { table.unpack(argv, #argv - 5) })
+    -- the proxy variables first, then the starter replaces the shell: no
+    -- process of the script stays, none polls
+    local tail = '; exec "$2" --pass 18080 ' .. SOCK .. ' bash -c -- "$1"'
+    assert.are.equal(tail, script:sub(-#tail))
+    assert.truthy(script:find("^export HTTP_PROXY=http://127.0.0.1:18080 "), script)
+    assert.is_nil(script:find("socat", 1, true))
+    assert.is_nil(script:find("sleep", 1, true))
+    local text = assert(isolation.dry_run({
+      config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
+      proxy_socket = "/p.sock", bridge = "pass", bridge_path = "/opt/isolation/isolation-bridge",
+    }))
+    assert.truthy(text:find("-> pass (the listener handed to the proxy) ->", 1, true), text)
+  end)
+
+  it("pass bridge needs the program too, and bridge names the three choices", function()
+    local saved = isolation.BRIDGE
+    isolation.BRIDGE = nil
+    local res, err = isolation.bwrap_argv({ config = { mode = "bwrap", network = "deny" }, workdir = "/w",
+      command = "c", proxy_socket = "/p.sock", bridge = "pass" })
+    isolation.BRIDGE = saved
+    assert.is_nil(res)
+    assert.matches('bridge "pass" needs bridge_path', err, 1, true)
+    res, err = isolation.bwrap_argv({ config = { mode = "bwrap", network = "deny" }, workdir = "/w",
+      command = "c", proxy_socket = "/p.sock", bridge = "relay" })
+    assert.is_nil(res)
+    assert.matches('bridge must be "socat", "builtin" or "pass" (got "relay")', err, 1, true)
+  end)
+
   it("builtin bridge defaults to isolation.BRIDGE and is refused when there is none", function()
     local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
       proxy_socket = "/p.sock", bridge = "builtin" }

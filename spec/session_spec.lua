@@ -419,6 +419,35 @@ describe("session proxies", function()
     assert_fds(fds)
   end)
 
+  for _, bridge in ipairs({ "pass (the default)", "socat" }) do
+    it("bridge " .. bridge .. ": the sandbox reaches only its proxy; its end frees what it held", function()
+      if helpers.skip_without_bwrap() then return end
+      f = fixture()
+      local fds = helpers.fd_count()
+      f.up = upstream.start()
+      local command = "curl -s -o /dev/null -w '%{http_code}' " .. shq(upstream_url("/small")) .. " > out.allowed; "
+        .. "curl -s --noproxy '*' -m 5 -o /dev/null -w '%{http_code}' " .. shq(upstream_url("/small"))
+        .. " > out.direct; echo done > out"
+      local extra = bridge == "socat" and { bridge = "socat" } or nil
+      local s = assert(deny_launch("s1", command, extra))
+      if bridge == "socat" then
+        assert.is_nil(f.cmdline:find("--pass", 1, true), f.cmdline)
+      else
+        assert.truthy(f.cmdline:find("\"$2\" --pass ", 1, true), f.cmdline)
+      end
+      assert.is_true(glue.wait(function() return exists(f.work .. "/out") end, 30), "the sandboxed command did not "
+        .. "finish: " .. tostring(helpers.read(f.root .. "/launch-1.log")))
+      assert.equal("200", helpers.read(f.work .. "/out.allowed"))
+      assert.equal("000", helpers.read(f.work .. "/out.direct"))
+      -- the sandbox has ended: the proxy holds no connection (nor listener) of it
+      assert.is_true(glue.wait(function() return s.proxy:stats().active == 0 end, 10),
+        "active: " .. s.proxy:stats().active)
+      assert.is_true(glue.wait(function() f.mgr:poll() return s.state == "ended" end, 10))
+      f.up:stop()
+      assert_fds(fds)
+    end)
+  end
+
   -- Launches a deny session whose process lives `secs` seconds, checks that
   -- its proxy answers, and returns it.
   local function serving_session(id, secs)

@@ -77,7 +77,7 @@ struct launch_limits {
     double cpu;
     enum limits_via via;
 };
-enum launch_bridge { BRIDGE_SOCAT, BRIDGE_BUILTIN };
+enum launch_bridge { BRIDGE_SOCAT, BRIDGE_BUILTIN, BRIDGE_PASS };
 
 /* A launch spec, checked. Strings point into Lua values kept on the stack. */
 struct launch_spec {
@@ -97,7 +97,7 @@ struct launch_spec {
     size_t nro_binds;
     const char *ca_cert; /* NULL when not given */
     enum launch_bridge bridge;
-    const char *bridge_path; /* NULL unless bridge is builtin */
+    const char *bridge_path; /* NULL unless bridge is builtin or pass */
     bool tty;
     /*
      * -1 when neither seccomp_fd nor seccomp_file is given; with

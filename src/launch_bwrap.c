@@ -266,7 +266,7 @@ size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out)
                                 ISOLATION_SANDBOX_PROXY_SOCKET,
                                 "proxy socket, single file: the only way out"};
         n++;
-        if (s->bridge == BRIDGE_BUILTIN)
+        if (s->bridge != BRIDGE_SOCAT)
             add(out, &n, MOUNT_RO, s->bridge_path,
                 "built-in bridge program, single file");
     }
@@ -368,6 +368,6 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
     /* The command is a positional parameter: it is never parsed twice. */
     argv_add(&b, "bash");
     argv_add(&b, s->command);
-    if (s->bridge == BRIDGE_BUILTIN)
+    if (s->bridge != BRIDGE_SOCAT)
         argv_add(&b, s->bridge_path);
 }

@@ -125,7 +125,9 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
                         "" ISOLATION_SANDBOX_PROXY_SOCKET " -> host ",
                         s->proxy_port,
                         s->bridge == BRIDGE_BUILTIN ? "built-in bridge"
-                                                    : "socat");
+                        : s->bridge == BRIDGE_PASS
+                            ? "pass (the listener handed to the proxy)"
+                            : "socat");
         ADD_TOP(b);
         add_display(b, L, s->proxy_socket);
         luaL_addstring(b, " (the allowlist proxy); no other route\n");

@@ -10,6 +10,11 @@
  * variables unless it is set (Node 24 and later honour it; older ones
  * ignore it, and fetch there fails closed: no route but the proxy).
  *
+ * bridge "pass" starts nothing that stays between the client and the
+ * proxy: its starter (isolation-bridge --pass, bridge/pass.c) hands the
+ * listener to the proxy, waits for the proxy's ok and execs the command
+ * itself (its failure prints a line and exits 126, as the others do).
+ *
  * socat's argument order matters: the forking listener must come first, or
  * socat dials the socket once and every later client shares (and breaks on)
  * that one connection.
@@ -32,6 +37,17 @@ void launch_push_deny_script(lua_State *L, const struct launch_spec *s)
 
     luaL_Buffer b;
     luaL_buffinit(L, &b);
+    if (s->bridge == BRIDGE_PASS) {
+        lua_pushfstring(L,
+                        "export HTTP_PROXY=%s HTTPS_PROXY=%s http_proxy=%s "
+                        "https_proxy=%s NO_PROXY= no_proxy= "
+                        "NODE_USE_ENV_PROXY=1; exec \"$2\" --pass %d "
+                        "" ISOLATION_SANDBOX_PROXY_SOCKET " bash -c -- \"$1\"",
+                        proxy, proxy, proxy, proxy, s->proxy_port);
+        luaL_addvalue(&b);
+        luaL_pushresult(&b);
+        return;
+    }
     if (s->bridge == BRIDGE_BUILTIN) {
         /* It listens, forks, and its parent exits 0 once the child listens. */
         snprintf(port_fail, sizeof port_fail,

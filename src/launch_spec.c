@@ -366,26 +366,32 @@ static int read_seccomp_file(lua_State *L, int idx, struct launch_spec *s)
 static int read_bridge(lua_State *L, int idx, int module_idx,
                        struct launch_spec *s)
 {
+    static const char accepted[] = "must be \"socat\", \"builtin\" or \"pass\"";
     int v = get_field(L, idx, "bridge");
     const char *bridge = "socat";
     if (!is_absent(L, v)) {
         if (lua_type(L, v) != LUA_TSTRING)
-            return fail_got(L, v, "bridge", "must be \"socat\" or \"builtin\"");
+            return fail_got(L, v, "bridge", accepted);
         size_t len;
         if (!(bridge = strarg_get(L, v, "bridge", &len)))
             return 0;
         if (!strarg_is(bridge, len, "socat") &&
-            !strarg_is(bridge, len, "builtin"))
-            return fail_got(L, v, "bridge", "must be \"socat\" or \"builtin\"");
+            !strarg_is(bridge, len, "builtin") &&
+            !strarg_is(bridge, len, "pass"))
+            return fail_got(L, v, "bridge", accepted);
     }
-    s->bridge = strcmp(bridge, "builtin") == 0 ? BRIDGE_BUILTIN : BRIDGE_SOCAT;
+    s->bridge = strcmp(bridge, "builtin") == 0 ? BRIDGE_BUILTIN
+                : strcmp(bridge, "pass") == 0  ? BRIDGE_PASS
+                                               : BRIDGE_SOCAT;
+    /* pass runs the same program (its --pass starter). */
+    bool program = s->bridge != BRIDGE_SOCAT;
 
     const char *path = NULL;
     v = get_field(L, idx, "bridge_path");
     if (!is_absent(L, v)) {
         if (!check_path(L, v, "bridge_path", false, false, &path))
             return 0;
-    } else if (s->bridge == BRIDGE_BUILTIN) {
+    } else if (program) {
         v = get_field(L, module_idx, "BRIDGE");
         if (lua_type(L, v) == LUA_TSTRING &&
             !check_path(L, v, "isolation.BRIDGE", false, false, &path))
@@ -401,6 +407,7 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
                             "docker or podman with network deny: the image "
                             "may have no socat");
         s->bridge = BRIDGE_BUILTIN;
+        program = true;
         if (!path) {
             v = get_field(L, module_idx, "BRIDGE");
             if (lua_type(L, v) == LUA_TSTRING &&
@@ -415,15 +422,16 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
                            "bridge_path (got nil)");
         return 0;
     }
-    if (s->bridge == BRIDGE_BUILTIN && s->mode != MODE_NONE && s->deny &&
-        !path) {
-        lua_pushliteral(L, "isolation: bridge \"builtin\" needs bridge_path: "
-                           "isolation.BRIDGE is not set (the bridge program "
-                           "was not built); use bridge \"socat\" or give "
-                           "bridge_path (got nil)");
+    if (program && s->mode == MODE_BWRAP && s->deny && !path) {
+        lua_pushfstring(L,
+                        "isolation: bridge \"%s\" needs bridge_path: "
+                        "isolation.BRIDGE is not set (the bridge program "
+                        "was not built); use bridge \"socat\" or give "
+                        "bridge_path (got nil)",
+                        bridge);
         return 0;
     }
-    s->bridge_path = s->bridge == BRIDGE_BUILTIN ? path : NULL;
+    s->bridge_path = program ? path : NULL;
     return 1;
 }
 

@@ -81,6 +81,9 @@ struct proxy_opts {
     bool allow_private;
     bool sni_match;
     bool report; /* learn mode: admit what the allowlist does not */
+    /* Listeners a unix socket client may hand over (proxy_pass.c): at
+     * most this many held at once; 0: none taken. */
+    unsigned accept_listeners;
     struct proxy_resolve *resolve;
     size_t nresolve;
 };
@@ -135,6 +138,7 @@ struct proxy {
     unsigned handles; /* the listener and every connection not yet freed */
     struct conn *conns;
     unsigned nclients; /* connections that count against max_connections */
+    unsigned npass;    /* listeners handed over and held (proxy_pass.c) */
 
     /* Commands from the Lua thread (thread mode waits under loop->mu). */
     enum proxy_cmd cmd;
@@ -256,6 +260,9 @@ struct conn {
     bool reported;   /* admitted by learn mode, not by the allowlist */
     bool carry_lost; /* pipelined bytes did not fit: end after this one */
     int last_err;
+    bool client_unix; /* the client came on a unix socket (else TCP) */
+    uint8_t pass;     /* proxy_pass.c: PASS_PROBE, PASS_CONTROL or 0 */
+    struct pass_listener *listeners; /* a control connection's */
     uint8_t req_body, res_body;
     struct conn_dir dir[2];
 
@@ -307,6 +314,23 @@ void proxy_listen_unlink(struct proxy *p);
 /* proxy_conn.c: on the loop's thread. */
 int proxy_start(struct proxy *p);
 void proxy_stop(struct proxy *p);
+/* A connection waiting on server: accepted, checked against
+ * max_connections, and read. */
+void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
+                  bool nodelay_inherited);
+
+/* proxy_pass.c: listeners handed over a unix socket (SCM_RIGHTS). */
+enum { PASS_PROBE = 1, PASS_CONTROL = 2 };
+/* The first byte of a handover: no HTTP request starts with it. */
+#define PASS_MAGIC "\0isolation-pass 1\n"
+/* Most listeners one handover may carry (the HTTP port, a SOCKS port). */
+#define PASS_MAX_FDS 2
+/* c's reads while c->pass is set: its alloc and read callbacks (alloc
+ * returns false, and clears c->pass, once c is an HTTP client). */
+bool proxy_pass_alloc(struct conn *c, uv_buf_t *buf);
+void proxy_pass_read(struct conn *c, ssize_t n);
+/* c is closing: its listeners close with it. */
+void proxy_pass_conn_closed(struct conn *c);
 
 /* proxy_event.c */
 /* The event of c's request (its method, host, port, bytes and duration). */

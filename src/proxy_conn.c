@@ -136,6 +136,8 @@ void conn_close(struct conn *c)
         c->next->prev = c->prev;
     if (c->counted)
         p->nclients--;
+    if (c->listeners)
+        proxy_pass_conn_closed(c);
     atomic_fetch_sub_explicit(&p->stats.active, 1, memory_order_relaxed);
     uv_close(&c->client.h, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -235,6 +237,8 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     struct conn *c = h->data;
+    if (c->pass && proxy_pass_alloc(c, buf))
+        return;
     if (c->state == CONN_HEAD ||
         ((c->state == CONN_RESOLVE || c->state == CONN_DIAL) &&
          c->is_connect) ||
@@ -282,6 +286,10 @@ static struct relay_buf *buf_owner(const uv_buf_t *buf)
 static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct conn *c = s->data;
+    if (c->pass) {
+        proxy_pass_read(c, n);
+        return;
+    }
     if (c->state == CONN_HEAD) {
         if (n > 0) {
             if (c->head_len == 0 && c->kept) {
@@ -359,7 +367,7 @@ static void went_bulk_down(struct conn *c)
     c->bulk[SIDE_UP] = true;
     uv_os_fd_t fd;
     int size = RELAY_BIG_SIZE / 2; /* Linux doubles it */
-    if (c->px->is_unix && uv_fileno(&c->client.h, &fd) == 0)
+    if (c->client_unix && uv_fileno(&c->client.h, &fd) == 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
 }
 
@@ -1119,13 +1127,20 @@ static void on_connection(uv_stream_t *server, int status)
     struct proxy *p = server->data;
     if (status < 0 || p->closing)
         return;
+    proxy_accept(p, server, p->is_unix, p->nodelay_inherited);
+}
+
+void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
+                  bool nodelay_inherited)
+{
     struct conn *c = calloc(1, sizeof *c);
     if (!c)
         return;
     c->px = p;
+    c->client_unix = is_unix;
     uv_loop_t *loop = &p->loop->uv;
-    int r = p->is_unix ? uv_pipe_init(loop, &c->client.pipe, 0)
-                       : uv_tcp_init(loop, &c->client.tcp);
+    int r = is_unix ? uv_pipe_init(loop, &c->client.pipe, 0)
+                    : uv_tcp_init(loop, &c->client.tcp);
     if (r != 0) {
         free(c);
         return;
@@ -1145,7 +1160,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
-    if (!p->is_unix && !p->nodelay_inherited)
+    if (!is_unix && !nodelay_inherited)
         uv_tcp_nodelay(&c->client.tcp, 1);
     c->state = CONN_HEAD;
     if (p->nclients >= p->opts.max_connections) {
@@ -1154,6 +1169,10 @@ static void on_connection(uv_stream_t *server, int status)
     }
     c->counted = true;
     p->nclients++;
+    /* A unix client may be a sandbox handing over its listener: its first
+     * byte decides, before the HTTP parser sees any (proxy_pass.c). */
+    if (is_unix && p->opts.accept_listeners)
+        c->pass = PASS_PROBE;
     conn_arm(c, p->opts.header_ms);
     conn_update_reads(c);
 }

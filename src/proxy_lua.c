@@ -41,6 +41,7 @@ static const char *const known_opts[] = {"allow",
                                          "report",
                                          "audit_log",
                                          "session",
+                                         "accept_listeners",
                                          NULL};
 
 static proxy_ud *check_ud(lua_State *L)
@@ -247,7 +248,7 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
                             "allow_private, resolve, sni, header_timeout, "
                             "connect_timeout, dns_timeout, idle_timeout, "
                             "max_header_bytes, max_connections, report, "
-                            "audit_log, session)",
+                            "audit_log, session, accept_listeners)",
                             luaL_tolstring(L, -1, NULL));
             return -1;
         }
@@ -257,18 +258,21 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
     o->dns_ms = PROXY_DEFAULT_DNS_MS;
     o->idle_ms = PROXY_DEFAULT_IDLE_MS;
     o->sni_match = true;
-    lua_Integer mh = PROXY_DEFAULT_MAX_HEADER, mc = PROXY_DEFAULT_MAX_CONN;
+    lua_Integer mh = PROXY_DEFAULT_MAX_HEADER, mc = PROXY_DEFAULT_MAX_CONN,
+                al = 0;
     if (opt_seconds(L, "header_timeout", 30, &o->header_ms) ||
         opt_seconds(L, "connect_timeout", 300, &o->connect_ms) ||
         opt_seconds(L, "dns_timeout", 300, &o->dns_ms) ||
         opt_seconds(L, "idle_timeout", 86400, &o->idle_ms) ||
         opt_integer(L, "max_header_bytes", 1024, PROXY_MAX_HEADER_LIMIT, &mh) ||
         opt_integer(L, "max_connections", 1, 1000000, &mc) ||
+        opt_integer(L, "accept_listeners", 0, 64, &al) ||
         opt_bool(L, "allow_private", &o->allow_private) ||
         opt_bool(L, "report", &o->report))
         return -1;
     o->max_header_bytes = (size_t)mh;
     o->max_connections = (unsigned)mc;
+    o->accept_listeners = (unsigned)al;
 
     lua_getfield(L, 1, "sni");
     if (!lua_isnil(L, -1)) {

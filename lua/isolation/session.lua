@@ -650,6 +650,11 @@ function Manager:launch(req)
   local spec = { config = cfg }
   for _, k in ipairs(SPEC_KEYS) do spec[k] = req[k] end
   local uses_proxy = cfg.network == "deny" -- bwrap, docker and podman alike
+  -- bridge pass where it can work: the proxy on this machine takes the
+  -- sandbox's listener (an ssh target forwards streams, not descriptors)
+  if uses_proxy and cfg.mode == "bwrap" and spec.bridge == nil and is_local(target) and isolation.BRIDGE then
+    spec.bridge = "pass"
+  end
   local path, allow
   if uses_proxy then
     allow, err = allowlist(req.agent, req.hook_url, cfg)
@@ -733,7 +738,9 @@ function Manager:launch(req)
     -- egress must not stall while the orchestrator's Lua thread is busy (a
     -- launcher that blocks, a slow callback), and no Lua error on that
     -- thread can take the session proxies down with it.
+    -- one listener: the starter's, handed over before the agent runs
     p, err = call(isolation.proxy, { allow = allow, unix = path, audit_log = self._audit_log,
+      accept_listeners = spec.bridge == "pass" and 1 or nil,
       session = self._audit_log and id })
     if not p then return nil, err end
     s.proxy, s.proxy_socket = p, path

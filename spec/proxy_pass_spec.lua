@@ -1,0 +1,252 @@
+-- Listeners handed to the proxy over its unix socket (bridge "pass",
+-- src/proxy_pass.c), attacked as a sandboxed process would: everything
+-- but a listening TCP socket on a loopback address is refused whole, its
+-- descriptors closed, an error event given, and the proxy's own
+-- descriptors are back to their count afterwards. The sender is
+-- spec/support/handover.py (python3's socket.send_fds), run as a child
+-- process with luv so that the luv-mode proxy keeps running meanwhile.
+local uv = require("luv")
+local isolation = require("isolation")
+local helpers = require("helpers")
+local W = require("support.proxy")
+
+local HANDOVER = "spec/support/handover.py"
+
+-- Runs handover.py SOCKET KIND; returns its output lines. With `hold`, the
+-- control connection stays open until release() is called, and seen(s)
+-- tells whether s was printed meanwhile.
+local function handover(sock, kind, hold)
+  local out, done = {}, false
+  local stdin, stdout = uv.new_pipe(false), uv.new_pipe(false)
+  local handle = uv.spawn("python3", {
+    args = { HANDOVER, sock, kind, hold and "hold" or nil },
+    stdio = { stdin, stdout, 2 },
+  }, function() done = true end)
+  assert(handle, "python3 did not start")
+  local text = ""
+  stdout:read_start(function(_, data) if data then text = text .. data end end)
+  local function lines()
+    for l in text:gmatch("[^\n]+") do
+      if l == "end" then break end
+      out[#out + 1] = l
+    end
+    return out
+  end
+  if hold then
+    assert(W.run_until(function() return text:find("\nend\n") ~= nil end, 15), "no reply")
+    local function seen(s)
+      return W.run_until(function() return text:find(s, 1, true) ~= nil end, 5)
+    end
+    return lines(), function()
+      stdin:close()
+      W.run_until(function() return done end, 15)
+      stdout:close()
+      handle:close()
+      W.settle(0.05)
+    end, seen
+  end
+  stdin:close()
+  assert(W.run_until(function() return done end, 15), "handover.py did not end")
+  W.run_until(function() return false end, 0.02)
+  stdout:close()
+  handle:close()
+  W.settle(0.05)
+  return lines()
+end
+
+local function fds_back(want)
+  local n
+  for _ = 1, 100 do
+    n = helpers.fd_count()
+    if n == want then return true end
+    W.settle(0.02)
+  end
+  return false, "the proxy process holds " .. n .. " descriptors, had " .. want
+end
+
+for _, mode in ipairs({ "thread", "luv" }) do
+  describe("proxy accept_listeners (" .. mode .. " mode)", function()
+    local dir, sock, p, events
+
+    local function open(n)
+      sock = dir .. "/p.sock"
+      events = {}
+      local err
+      p, err = isolation.proxy({
+        unix = sock, allow = { "example.com" }, accept_listeners = n,
+        loop = mode == "luv" and uv or nil,
+        on_event = mode == "luv" and function(e) events[#events + 1] = e end or nil,
+      })
+      assert.is_truthy(p, err)
+    end
+
+    local function all_events()
+      if mode == "thread" then
+        for _, e in ipairs(p:events()) do events[#events + 1] = e end
+      end
+      return events
+    end
+
+    lazy_setup(function()
+      -- luv's first child process with pipes leaves a descriptor of its
+      -- own (SIGCHLD handling): made here, before any count
+      local done = false
+      local stdin, stdout = uv.new_pipe(false), uv.new_pipe(false)
+      local h = uv.spawn("true", { stdio = { stdin, stdout, 2 } }, function() done = true end)
+      stdout:read_start(function() end)
+      stdin:close()
+      W.run_until(function() return done end, 5)
+      stdout:close()
+      h:close()
+      W.settle(0.05)
+    end)
+    before_each(function() dir = helpers.tmpdir() end)
+    after_each(function()
+      if p then p:close() end
+      p = nil
+      W.settle(0.02)
+      helpers.rmtree(dir)
+    end)
+
+    it("takes a loopback listener and answers requests made on it, with the usual checks", function()
+      open(2)
+      local base = helpers.fd_count()
+      for _, kind in ipairs({ "listener", "listener6" }) do
+        local out = handover(sock, kind)
+        assert.are.equal("ok", out[1], table.concat(out, "\n"))
+        assert.are.equal("via-listener:HTTP/1.1 403 Forbidden", out[2])
+      end
+      assert(fds_back(base))
+      local denied = 0
+      for _, e in ipairs(all_events()) do
+        if e.code == "not_allowed" then denied = denied + 1 end
+      end
+      assert.are.equal(2, denied)
+      assert.are.equal(0, p:stats().errors)
+    end)
+
+    local refused = {
+      { "connected", "a connected TCP socket", "is not listening" },
+      { "file", "a file", "is not a socket" },
+      { "pipe", "a pipe", "is not a socket" },
+      { "udp", "a UDP socket", "is not a stream socket" },
+      { "any_address", "a listener on 0.0.0.0", "is not bound to a loopback address" },
+      { "unix_listener", "a unix listener", "is not a TCP socket" },
+      { "three", "three listeners at once", "more descriptors than a handover may carry" },
+      { "flood", "200 listeners in one message (truncated control data)", "more descriptors than" },
+      { "none", "the handover message without a descriptor", "carried no descriptor" },
+      { "bad_magic", "a listener with another first message", "not a listener handover" },
+    }
+    for _, case in ipairs(refused) do
+      local kind, what, why = case[1], case[2], case[3]
+      it("refuses " .. what .. ", closes what came and gives an error event", function()
+        open(4)
+        local base = helpers.fd_count()
+        local out = handover(sock, kind)
+        assert.matches("^no ", out[1])
+        assert.is_truthy(out[1]:find(why, 1, true), out[1])
+        if kind == "file" then assert.are.equal("file:secret", out[2]) end
+        if kind == "connected" then assert.are.equal("peer-got:<nothing>", out[2]) end
+        assert(fds_back(base))
+        local ev = all_events()
+        assert.are.equal(1, #ev)
+        assert.are.equal("error", ev[1].type)
+        assert.are.equal("bad_handover", ev[1].code)
+        assert.are.equal(1, p:stats().errors)
+        assert.are.equal(0, p:stats().active)
+      end)
+    end
+
+    it("holds at most accept_listeners listeners, and frees a slot when a sandbox's connection ends", function()
+      open(1)
+      local base = helpers.fd_count()
+      local out, release = handover(sock, "listener", true)
+      assert.are.equal("ok", out[1])
+      local second = handover(sock, "listener")
+      assert.matches("^no the proxy holds 1 of its accept_listeners %(1%)", second[1])
+      release()
+      assert(fds_back(base))
+      local third = handover(sock, "listener")
+      assert.are.equal("ok", third[1])
+      assert(fds_back(base))
+    end)
+
+    it("drops a descriptor sent with an HTTP request: the request is only a request", function()
+      open(2)
+      local base = helpers.fd_count()
+      local out = handover(sock, "http_with_fd")
+      assert.are.equal("HTTP/1.1 403 Forbidden", out[1])
+      assert(fds_back(base))
+      assert.are.equal(0, p:stats().errors)
+    end)
+
+    it("takes no listener unless its owner asked (accept_listeners 0, the default)", function()
+      open(nil)
+      local base = helpers.fd_count()
+      local out = handover(sock, "listener")
+      assert.matches("^HTTP/1.1 400", out[1])
+      assert(fds_back(base))
+    end)
+
+    it("closes the listeners it holds, and their control connection, when the proxy closes", function()
+      local base = helpers.fd_count()
+      open(2)
+      local out, release, seen = handover(sock, "listener", true)
+      assert.are.equal("ok", out[1])
+      p:close()
+      p = nil
+      assert.is_true(seen("ctl-closed"), "the control connection stayed open")
+      release()
+      assert(fds_back(base))
+    end)
+
+    it("refuses accept_listeners outside 0..64, naming the option", function()
+      local q, err = isolation.proxy({ unix = dir .. "/q.sock", allow = {}, accept_listeners = 65 })
+      assert.is_nil(q)
+      assert.matches("accept_listeners must be an integer from 0 to 64", err)
+      q, err = isolation.proxy({ unix = dir .. "/q.sock", allow = {}, accept_listeners = "2" })
+      assert.is_nil(q)
+      assert.matches("accept_listeners", err)
+    end)
+  end)
+end
+
+describe("isolation-bridge --pass (the starter, on the host)", function()
+  local dir, p
+
+  before_each(function() dir = helpers.tmpdir() end)
+  after_each(function()
+    if p then p:close() end
+    p = nil
+    helpers.rmtree(dir)
+  end)
+
+  local function starter(port, command)
+    return helpers.run(helpers.shquote(isolation.BRIDGE) .. " --pass " .. port .. " "
+      .. helpers.shquote(dir .. "/p.sock") .. " " .. command)
+  end
+
+  it("execs the command once the proxy took the listener, which then answers on the port", function()
+    p = assert(isolation.proxy({ unix = dir .. "/p.sock", allow = { "example.com" }, accept_listeners = 1 }))
+    local port = require("support.bridge").free_port()
+    local code, out, err = starter(port, "curl -s -o /dev/null -w '%{http_code}' -x http://127.0.0.1:" .. port
+      .. " http://blocked.example.net/")
+    assert.are.equal(0, code, err)
+    assert.are.equal("403", out)
+  end)
+
+  it("exits 126 with the reason, running nothing, when the proxy takes no listeners", function()
+    p = assert(isolation.proxy({ unix = dir .. "/p.sock", allow = {} }))
+    local code, out, err = starter(require("support.bridge").free_port(), "echo ran")
+    assert.are.equal(126, code)
+    assert.are.equal("", out)
+    assert.matches("accept_listeners is 0", err, 1, true)
+  end)
+
+  it("exits 126 naming the socket when no proxy listens there", function()
+    local code, out, err = starter(require("support.bridge").free_port(), "echo ran")
+    assert.are.equal(126, code)
+    assert.are.equal("", out)
+    assert.matches(dir .. "/p.sock", err, 1, true)
+  end)
+end)
