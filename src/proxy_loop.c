@@ -19,8 +19,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "proxy.h"
+
+atomic_long proxy_fds_used;
+atomic_long proxy_fds_usable = 1L << 30;
+
+/*
+ * Every session proxy of a process shares its descriptors: the soft limit
+ * goes up to the hard one (Debian's soft 1024 is 512 tunnels), and the
+ * proxies together stop short of it by a reserve, so that one flooded
+ * proxy cannot make a new session, the orchestrator's io.open or another
+ * proxy's accept fail with EMFILE.
+ */
+void proxy_fds_setup(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t old = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            rl.rlim_cur = old;
+    }
+    long limit = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1UL << 30)
+                     ? 1L << 30
+                     : (long)rl.rlim_cur;
+    long reserve =
+        limit / 8 > PROXY_FD_RESERVE_MIN ? limit / 8 : PROXY_FD_RESERVE_MIN;
+    atomic_store(&proxy_fds_usable, limit > reserve ? limit - reserve : 0);
+}
 
 static uv_once_t global_once = UV_ONCE_INIT;
 static uv_mutex_t global_mu;
@@ -416,8 +446,10 @@ struct proxy_loop *proxy_loop_acquire(lua_State *L, enum proxy_mode mode,
     struct proxy_loop *loop;
     if (mode == PROXY_THREAD) {
         uv_mutex_lock(&global_mu);
-        if (!thread_loop)
+        if (!thread_loop) {
+            proxy_fds_setup();
             thread_loop = thread_loop_start(err, errcap);
+        }
         loop = thread_loop;
         if (loop)
             loop->nproxies++;
@@ -429,8 +461,10 @@ struct proxy_loop *proxy_loop_acquire(lua_State *L, enum proxy_mode mode,
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     lua_State *main = lua_tothread(L, -1);
     lua_pop(L, 1);
-    if (!luv_loop || luv_loop->L != main)
+    if (!luv_loop || luv_loop->L != main) {
+        proxy_fds_setup();
         luv_loop = luv_loop_start(L, luv_idx, err, errcap);
+    }
     loop = luv_loop;
     if (loop) {
         loop->nproxies++;
