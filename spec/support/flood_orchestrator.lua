@@ -12,7 +12,8 @@ local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 
 local flood_mode = ({ fds = "silent", memory = "heads", bulk = "bulk", pipe = "pipe" })[mode]
 local child_in, child_out = uv.new_pipe(false), uv.new_pipe(false)
-local child = uv.spawn("lua5.4", { args = { here .. "/flood_client.lua", dir .. "/a.sock", flood_mode, tostring(count), "8" },
+local child_args = { here .. "/flood_client.lua", dir .. "/a.sock", flood_mode, tostring(count), "8" }
+local child = uv.spawn("lua5.4", { args = child_args,
   stdio = { child_in, child_out, 2 } }, function() end)
 if limit then
   assert(os.execute("prlimit --pid " .. math.tointeger(uv.os_getpid()) .. " --nofile=" .. limit .. ":" .. limit))
