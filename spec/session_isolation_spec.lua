@@ -72,10 +72,12 @@ describe("session isolation", function()
 
   it("loop time: B's CONNECT+echo while A runs 512 bulk tunnels (measured; generous bound)", function()
     local r = orchestrate("bulk", 512, 2048)
-    print(("\n  512 bulk tunnels on A: B quiet p50 %s ms; under load p50 %s ms, max %s ms"):format(
-      r.quiet_p50_ms, r.b_p50_ms, r.b_max_ms))
+    print(("\n  512 bulk tunnels on A (%s MB/s): B quiet p50 %s ms; under load p50 %s ms, max %s ms"):format(
+      r.a_mb_per_s, r.quiet_p50_ms, r.b_p50_ms, r.b_max_ms))
     assert.equal(30, r.b_ok, r.text)
-    assert.is_true(r.b_max_ms < 2000, r.text)
+    -- Before the per-turn budget: max 227-425 ms here; after: 6-50 ms. The
+    -- bound is generous: the machine is shared.
+    assert.is_true(r.b_max_ms < 200, r.text)
   end)
 
   it("loop time: B's CONNECT+echo while A runs 1,024 connections of pipelined GETs (measured)", function()

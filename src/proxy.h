@@ -67,6 +67,10 @@
 /* A loop whose connections fell to a quarter of a peak of at least this
  * many gives the freed memory back (malloc_trim, its buffer pools). */
 #define PROXY_TRIM_PEAK 128
+/* Tunnel bytes one proxy may read in one turn of the loop (one pass):
+ * past it, its tunnels' reads wait for the next
+ * turn, and the other proxies' connections are served in between. */
+#define PROXY_TURN_BYTES (1u << 20)
 
 struct proxy;
 struct proxy_loop;
@@ -150,6 +154,8 @@ struct proxy {
     unsigned fds;        /* descriptors its connections hold (clients, ups) */
     size_t head_bytes;   /* head buffer bytes past each PROXY_HEAD_FIRST */
     bool accept_failing; /* an accept failed; reported until one works */
+    uint64_t turn;       /* the loop turn turn_bytes counts */
+    uint64_t turn_bytes; /* tunnel bytes read in that turn */
 
     /* Commands from the Lua thread (thread mode waits under loop->mu). */
     enum proxy_cmd cmd;
@@ -192,7 +198,9 @@ struct proxy_loop {
     unsigned npool;
     struct relay_buf *bigpool; /* RELAY_BIG_SIZE buffers */
     unsigned nbig;
-    unsigned live, peak; /* connections not yet freed; their recent peak */
+    unsigned live, peak;    /* connections not yet freed; their recent peak */
+    uv_prepare_t turn_prep; /* counts the loop's passes */
+    uint64_t turn;
 
     /* Thread mode. */
     uv_thread_t thread;
@@ -273,6 +281,7 @@ struct conn {
     bool carry_lost; /* pipelined bytes did not fit: end after this one */
     bool head_over;  /* its head would pass the proxy's PROXY_HEAD_BUDGET */
     bool fd_client, fd_up; /* counted in the descriptor pool */
+    bool deferred[2]; /* by side: a read put off to the proxy's next turn */
     int last_err;
     uint8_t req_body, res_body;
     struct conn_dir dir[2];
@@ -309,6 +318,8 @@ extern atomic_long proxy_fds_used;
 extern atomic_long proxy_fds_usable;
 /* Raises RLIMIT_NOFILE's soft limit to the hard one, sets the pool. */
 void proxy_fds_setup(void);
+/* The pass counter (PROXY_TURN_BYTES); 0 or a libuv error. */
+int proxy_turns_start(struct proxy_loop *loop);
 
 /* proxy_listen.c */
 int proxy_listen_unix(struct proxy *p, const char *path, char *err,

@@ -296,6 +296,34 @@ void conn_update_reads(struct conn *c)
         set_reading(c, SIDE_UP, up);
 }
 
+/*
+ * Has c's proxy read its PROXY_TURN_BYTES in this turn? Then c's read
+ * waits: an empty buffer makes libuv give UV_ENOBUFS, which the read
+ * callbacks take as "later", and the socket, still readable, comes back
+ * on the next pass. A flood of tunnels on one proxy then costs the others
+ * one turn's bytes, not one read of every tunnel.
+ */
+static bool turn_spent(struct conn *c, int side, uv_buf_t *buf)
+{
+    struct proxy *p = c->px;
+    uint64_t now = p->loop->turn;
+    if (p->turn != now) {
+        p->turn = now;
+        p->turn_bytes = 0;
+        return false;
+    }
+    if (p->turn_bytes < PROXY_TURN_BYTES)
+        return false;
+    c->deferred[side] = true;
+    *buf = uv_buf_init(NULL, 0);
+    return true;
+}
+
+static void turn_count(struct conn *c, ssize_t n)
+{
+    c->px->turn_bytes += (uint64_t)n;
+}
+
 static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
@@ -323,6 +351,8 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
         *buf = uv_buf_init(c->head + c->head_len, c->head_cap - c->head_len);
         return;
     }
+    if (c->state == CONN_TUNNEL && turn_spent(c, SIDE_CLIENT, buf))
+        return;
     /* Tunnel bytes past the SNI check are only relayed: a big buffer once
      * this side has shown it sends in bulk. */
     struct relay_buf *rb =
@@ -336,6 +366,8 @@ static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     struct conn *c = h->data;
+    if (c->state == CONN_TUNNEL && turn_spent(c, SIDE_UP, buf))
+        return;
     struct relay_buf *rb = c->state == CONN_TUNNEL && c->bulk[SIDE_UP]
                                ? relay_buf_big(c->px->loop)
                                : relay_buf_get(c->px->loop);
@@ -352,6 +384,10 @@ static struct relay_buf *buf_owner(const uv_buf_t *buf)
 static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct conn *c = s->data;
+    if (n == UV_ENOBUFS && c->deferred[SIDE_CLIENT]) {
+        c->deferred[SIDE_CLIENT] = false;
+        return;
+    }
     if (n == UV_ENOBUFS && c->head_over) {
         c->head_over = false;
         if (c->state == CONN_HEAD)
@@ -424,6 +460,8 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if ((size_t)n == rb->cap)
         c->bulk[SIDE_CLIENT] = true;
+    if (c->state == CONN_TUNNEL)
+        turn_count(c, n);
     relay_client_data(c, rb, (size_t)n);
 }
 
@@ -446,6 +484,10 @@ static void went_bulk_down(struct conn *c)
 static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct conn *c = s->data;
+    if (n == UV_ENOBUFS && c->deferred[SIDE_UP]) {
+        c->deferred[SIDE_UP] = false;
+        return;
+    }
     struct relay_buf *rb = buf_owner(buf);
     if (n <= 0) {
         if (rb)
@@ -475,6 +517,8 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if ((size_t)n == rb->cap && !c->bulk[SIDE_UP])
         went_bulk_down(c);
+    if (c->state == CONN_TUNNEL)
+        turn_count(c, n);
     relay_up_data(c, rb, (size_t)n);
 }
 

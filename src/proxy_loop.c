@@ -65,6 +65,23 @@ static void forget_loops_in_child(void)
     luv_loop = NULL;
 }
 
+static void on_turn(uv_prepare_t *h)
+{
+    struct proxy_loop *loop = h->data;
+    loop->turn++;
+}
+
+int proxy_turns_start(struct proxy_loop *loop)
+{
+    int r = uv_prepare_init(&loop->uv, &loop->turn_prep);
+    if (r != 0)
+        return r;
+    loop->turn_prep.data = loop;
+    uv_prepare_start(&loop->turn_prep, on_turn);
+    uv_unref((uv_handle_t *)&loop->turn_prep); /* keeps no loop alive */
+    return 0;
+}
+
 static void global_init(void)
 {
     if (uv_mutex_init(&global_mu) != 0)
@@ -111,8 +128,10 @@ static void on_async(uv_async_t *a)
         uv_mutex_unlock(&loop->mu);
         rev = next;
     }
-    if (stop)
+    if (stop) {
+        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
         uv_close((uv_handle_t *)&loop->async, NULL);
+    }
 }
 
 static void thread_main(void *arg)
@@ -136,9 +155,17 @@ static struct proxy_loop *thread_loop_start(char *err, size_t errcap)
     loop->mode = PROXY_THREAD;
     int r = uv_loop_init(&loop->uv);
     if (r == 0) {
-        r = uv_async_init(&loop->uv, &loop->async, on_async);
+        r = proxy_turns_start(loop);
         if (r != 0)
             uv_loop_close(&loop->uv);
+    }
+    if (r == 0) {
+        r = uv_async_init(&loop->uv, &loop->async, on_async);
+        if (r != 0) {
+            uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+            uv_run(&loop->uv, UV_RUN_DEFAULT);
+            uv_loop_close(&loop->uv);
+        }
     }
     if (r != 0) {
         snprintf(err, errcap, "isolation: proxy loop: %s", uv_strerror(r));
@@ -152,6 +179,7 @@ static struct proxy_loop *thread_loop_start(char *err, size_t errcap)
     r = uv_thread_create(&loop->thread, thread_main, loop);
     if (r != 0) {
         snprintf(err, errcap, "isolation: proxy thread: %s", uv_strerror(r));
+        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
         uv_close((uv_handle_t *)&loop->async, NULL);
         uv_run(&loop->uv, UV_RUN_DEFAULT);
         uv_loop_close(&loop->uv);
@@ -268,6 +296,8 @@ static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
  * (A lookup still in the thread pool keeps it, and it stays allocated.) */
 static void luv_loop_free(struct proxy_loop *loop)
 {
+    if (!uv_is_closing((uv_handle_t *)&loop->turn_prep))
+        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
     for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
         luv_run_private(loop);
     if (luv_loop == loop)
@@ -397,6 +427,8 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
     loop->poll_ref = loop->timer_ref = loop->drive_ref = loop->luv_ref =
         LUA_NOREF;
     int r = uv_loop_init(&loop->uv);
+    if (r == 0 && (r = proxy_turns_start(loop)) != 0)
+        uv_loop_close(&loop->uv);
     if (r != 0) {
         snprintf(err, errcap, "isolation: proxy loop: %s", uv_strerror(r));
         free(loop);
@@ -418,6 +450,8 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
         luaL_unref(L, LUA_REGISTRYINDEX, loop->poll_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->drive_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->luv_ref);
+        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+        uv_run(&loop->uv, UV_RUN_NOWAIT);
         uv_loop_close(&loop->uv);
         free(loop);
         return NULL;
