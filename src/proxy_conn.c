@@ -319,6 +319,12 @@ static bool turn_spent(struct conn *c, int side, uv_buf_t *buf)
     return true;
 }
 
+/* Tunnels and forward bodies: what the budget counts. */
+static bool relaying(const struct conn *c)
+{
+    return c->state == CONN_TUNNEL || c->state == CONN_FORWARD;
+}
+
 static void turn_count(struct conn *c, ssize_t n)
 {
     c->px->turn_bytes += (uint64_t)n;
@@ -351,7 +357,7 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
         *buf = uv_buf_init(c->head + c->head_len, c->head_cap - c->head_len);
         return;
     }
-    if (c->state == CONN_TUNNEL && turn_spent(c, SIDE_CLIENT, buf))
+    if (relaying(c) && turn_spent(c, SIDE_CLIENT, buf))
         return;
     /* Tunnel bytes past the SNI check are only relayed: a big buffer once
      * this side has shown it sends in bulk. */
@@ -366,7 +372,7 @@ static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     struct conn *c = h->data;
-    if (c->state == CONN_TUNNEL && turn_spent(c, SIDE_UP, buf))
+    if (relaying(c) && turn_spent(c, SIDE_UP, buf))
         return;
     struct relay_buf *rb = c->state == CONN_TUNNEL && c->bulk[SIDE_UP]
                                ? relay_buf_big(c->px->loop)
@@ -460,7 +466,7 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if ((size_t)n == rb->cap)
         c->bulk[SIDE_CLIENT] = true;
-    if (c->state == CONN_TUNNEL)
+    if (relaying(c))
         turn_count(c, n);
     relay_client_data(c, rb, (size_t)n);
 }
@@ -517,7 +523,7 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if ((size_t)n == rb->cap && !c->bulk[SIDE_UP])
         went_bulk_down(c);
-    if (c->state == CONN_TUNNEL)
+    if (relaying(c))
         turn_count(c, n);
     relay_up_data(c, rb, (size_t)n);
 }
