@@ -26,7 +26,7 @@ if mode == "bulk" or mode == "pipe" then
       if mode == "pipe" then
         buf = buf .. data
         local n = 0
-        buf = buf:gsub("GET [^\r]*\r\n[^\r]*\r\n\r\n", function() n = n + 1 return "" end)
+        buf = buf:gsub(".-\r\n\r\n", function() n = n + 1 return "" end)
         if n > 0 then c:write(string.rep("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", n)) end
       end
     end)

@@ -10,7 +10,7 @@ local dir, mode, count = arg[1], arg[2], tonumber(arg[3])
 local maxconn, limit = tonumber(arg[4]) or 256, arg[5]
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 
-local flood_mode = ({ fds = "silent", memory = "heads", bulk = "bulk", pipe = "pipe" })[mode]
+local flood_mode = ({ fds = "silent", memory = "heads", bulk = "bulk", pipe = "pipe", emfile = "silent" })[mode]
 local child_in, child_out = uv.new_pipe(false), uv.new_pipe(false)
 local child_args = { here .. "/flood_client.lua", dir .. "/a.sock", flood_mode, tostring(count), "8" }
 local child = uv.spawn("lua5.4", { args = child_args,
@@ -142,11 +142,51 @@ local function finish()
   end)
 end
 
+local function cpu_ticks()
+  local f = assert(io.open("/proc/self/stat"))
+  local st = f:read("a")
+  f:close()
+  local fields = {}
+  for w in st:match("%) (.*)"):gmatch("%S+") do fields[#fields + 1] = w end
+  return tonumber(fields[12]) + tonumber(fields[13])
+end
+
+-- The process itself runs out of descriptors (the orchestrator's own
+-- files): B's clients are closed unanswered, the loop must not spin, and
+-- B works again once files are closed.
+local function emfile_run()
+  local ticks0, t0 = cpu_ticks(), uv.hrtime()
+  local files = {}
+  while true do
+    local f = io.open("/dev/null")
+    if not f then break end
+    files[#files + 1] = f
+  end
+  files[#files]:close() -- room for B's client socket, none for the accept
+  files[#files] = nil
+  exchange(function(ok1)
+    local t = uv.new_timer()
+    t:start(1000, 0, function()
+      t:close()
+      for _, f in ipairs(files) do f:close() end
+      local ticks1, wall = cpu_ticks(), (uv.hrtime() - t0) / 1e9
+      out("emfile_exchange", ok1 and "ok" or "failed")
+      out("emfile_cpu_s", string.format("%.2f", (ticks1 - ticks0) / 100))
+      out("emfile_wall_s", string.format("%.2f", wall))
+      exchange(function(ok2)
+        out("emfile_after", ok2 and "ok" or "failed")
+        finish()
+      end)
+    end)
+  end)
+end
+
 b_series(5, function(ok, times)
   local p50, max = stats(times)
   out("quiet_ok", ok)
   out("quiet_p50_ms", string.format("%.2f", p50))
   out("quiet_max_ms", string.format("%.2f", max))
+  if mode == "emfile" then return emfile_run() end
   child_in:write("go\n")
   local buf = ""
   child_out:read_start(function(err, data)
