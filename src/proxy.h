@@ -154,6 +154,7 @@ struct proxy {
     unsigned fds;        /* descriptors its connections hold (clients, ups) */
     size_t head_bytes;   /* head buffer bytes past each PROXY_HEAD_FIRST */
     bool accept_failing; /* an accept failed; reported until one works */
+    bool counted_open;   /* counted among the process's open proxies */
     uint64_t turn;       /* the loop turn turn_bytes counts */
     uint64_t turn_bytes; /* tunnel bytes read in that turn */
 

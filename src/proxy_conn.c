@@ -61,6 +61,15 @@ static void conn_free_if_done(struct conn *c)
     proxy_maybe_release(p);
 }
 
+/* Proxies open in the process: the pool's rules are for sharing, and a
+ * proxy alone in its process keeps every descriptor its limit allows. */
+static atomic_int proxies_open;
+
+static bool pool_shared(void)
+{
+    return atomic_load_explicit(&proxies_open, memory_order_relaxed) > 1;
+}
+
 /* Descriptors in the process-wide pool (see proxy_fds_setup). */
 static void fd_take(struct conn *c, bool *held)
 {
@@ -812,8 +821,9 @@ static void dial_next(struct conn *c)
         conn_reply(c, 502, "error", "connect_failed", reason);
         return;
     }
-    if (atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) >=
-        atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed)) {
+    if (pool_shared() &&
+        atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) >=
+            atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed)) {
         conn_reply(c, 503, "error", "too_many",
                    "the descriptors the process keeps for proxies are in use");
         return;
@@ -1257,15 +1267,18 @@ static void on_timer(uv_timer_t *t)
 /*
  * Why a new client of p must be refused (NULL: it is admitted). Each
  * client may take two descriptors (its own and the upstream's): p stays
- * within max_connections, the proxies together within the process's pool,
- * and no one proxy takes more than half of that pool, so a flooded
- * session leaves the others room to accept and dial.
+ * within max_connections and, when it shares the process with other
+ * proxies, they all stay within the process's pool and no one proxy takes
+ * more than half of it, so a flooded session leaves the others room to
+ * accept and dial.
  */
 static const char *admission(struct proxy *p)
 {
     long usable = atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed);
     if (p->nclients >= p->opts.max_connections)
         return "too many connections (this proxy's max_connections)";
+    if (!pool_shared())
+        return NULL;
     if (atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) + 2 >
         usable)
         return "the descriptors the process keeps for proxies are in use";
@@ -1402,6 +1415,8 @@ int proxy_start(struct proxy *p)
     p->listen_fd = -1;
     if (r == 0)
         r = uv_listen(&p->listener.stream, 4096, on_connection);
+    atomic_fetch_add_explicit(&proxies_open, 1, memory_order_relaxed);
+    p->counted_open = true;
     if (r != 0)
         proxy_stop(p);
     return r;
@@ -1412,6 +1427,8 @@ void proxy_stop(struct proxy *p)
     if (p->closing)
         return;
     p->closing = true;
+    if (p->counted_open)
+        atomic_fetch_sub_explicit(&proxies_open, 1, memory_order_relaxed);
     if (p->listener_open) {
         p->listener_open = false;
         uv_close(&p->listener.handle, on_listener_closed);
