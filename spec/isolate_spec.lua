@@ -163,8 +163,11 @@ describe("isolate", function()
         command = "exec env --default-signal=INT,QUIT,HUP -- echo 'a b' '$HOME'",
         proxy_socket = "/tmp/isolate.XXXXXX/proxy.sock",
         seccomp_fd = 3,
-        -- isolate's default bridge where the program is built
+        -- isolate's default bridge where the program is built; isolate
+        -- runs the plain build, whose bridge sits beside its module (the
+        -- sanitizer run's isolation.BRIDGE is another)
         bridge = isolation.BRIDGE and "pass" or nil,
+        bridge_path = isolation.BRIDGE and (cli.ROOT .. "/build/isolation-bridge") or nil,
       }
     end
 
@@ -215,9 +218,12 @@ describe("isolate", function()
         local argv = cjson.decode(out)
         local sock = table.concat(argv, "\n"):match("\n([^\n]*/proxy%.sock):/run/isolation/proxy%.sock\n")
         assert.is_string(sock, out)
+        -- isolate's own isolation.BRIDGE (the sanitizer run's module has another)
+        local bridge = table.concat(argv, "\n"):match("\n([^\n]*):/run/isolation/bridge:ro\n")
+        assert.is_string(bridge, out)
         local expected = assert(isolation.docker_argv({
           config = { mode = "docker", network = "deny" }, agent = "codex", workdir = real, command = "true",
-          tty = false, proxy_socket = sock,
+          tty = false, proxy_socket = sock, bridge_path = bridge,
           protect = {}, -- docker gets only the protected paths that exist: none in this directory
         }))
         assert.are.same(expected, argv)

@@ -55,6 +55,22 @@
  * none while idle, and short exchanges keep the small ones. */
 #define RELAY_BIG_SIZE 1048576
 #define RELAY_BIG_POOL_MAX 4
+/* Bytes a proxy's connections may hold in request heads beyond the first
+ * PROXY_HEAD_FIRST bytes each (the first read's buffer): a head that would
+ * grow past it is answered 503 too_many (README, threat model). */
+#define PROXY_HEAD_FIRST 4096
+#define PROXY_HEAD_BUDGET (4u << 20)
+/* Descriptors the process keeps out of every proxy's reach (for a new
+ * session's socket, the orchestrator's own files): at least this many, or
+ * an eighth of RLIMIT_NOFILE. */
+#define PROXY_FD_RESERVE_MIN 64
+/* A loop whose connections fell to a quarter of a peak of at least this
+ * many gives the freed memory back (malloc_trim, its buffer pools). */
+#define PROXY_TRIM_PEAK 128
+/* Tunnel bytes one proxy may read in one turn of the loop (one pass):
+ * past it, its tunnels' reads wait for the next
+ * turn, and the other proxies' connections are served in between. */
+#define PROXY_TURN_BYTES (1u << 20)
 
 struct proxy;
 struct proxy_loop;
@@ -137,8 +153,14 @@ struct proxy {
     bool closing;
     unsigned handles; /* the listener and every connection not yet freed */
     struct conn *conns;
-    unsigned nclients; /* connections that count against max_connections */
-    unsigned npass;    /* listeners handed over and held (proxy_pass.c) */
+    unsigned nclients;   /* connections that count against max_connections */
+    unsigned fds;        /* descriptors its connections hold (clients, ups) */
+    size_t head_bytes;   /* head buffer bytes past each PROXY_HEAD_FIRST */
+    bool accept_failing; /* an accept failed; reported until one works */
+    bool counted_open;   /* counted among the process's open proxies */
+    uint64_t turn;       /* the loop turn turn_bytes counts */
+    uint64_t turn_bytes; /* tunnel bytes read in that turn */
+    unsigned npass;      /* listeners handed over and held (proxy_pass.c) */
 
     /* Commands from the Lua thread (thread mode waits under loop->mu). */
     enum proxy_cmd cmd;
@@ -181,6 +203,9 @@ struct proxy_loop {
     unsigned npool;
     struct relay_buf *bigpool; /* RELAY_BIG_SIZE buffers */
     unsigned nbig;
+    unsigned live, peak;    /* connections not yet freed; their recent peak */
+    uv_prepare_t turn_prep; /* counts the loop's passes */
+    uint64_t turn;
 
     /* Thread mode. */
     uv_thread_t thread;
@@ -259,6 +284,9 @@ struct conn {
     uint8_t admitted;
     bool reported;   /* admitted by learn mode, not by the allowlist */
     bool carry_lost; /* pipelined bytes did not fit: end after this one */
+    bool head_over;  /* its head would pass the proxy's PROXY_HEAD_BUDGET */
+    bool fd_client, fd_up; /* counted in the descriptor pool */
+    bool deferred[2]; /* by side: a read put off to the proxy's next turn */
     int last_err;
     bool client_unix; /* the client came on a unix socket (else TCP) */
     uint8_t pass;     /* proxy_pass.c: PASS_PROBE, PASS_CONTROL or 0 */
@@ -290,6 +318,16 @@ int proxy_loop_submit(struct proxy *p, enum proxy_cmd cmd);
 void proxy_loop_release(lua_State *L, struct proxy *p);
 /* luv mode: run the private loop now (after a change made on the Lua side). */
 void proxy_loop_kick(lua_State *L, struct proxy_loop *loop);
+
+/* The process-wide descriptor pool every proxy's connections draw on:
+ * RLIMIT_NOFILE's soft limit (raised to the hard one when a loop starts)
+ * less the reserve. */
+extern atomic_long proxy_fds_used;
+extern atomic_long proxy_fds_usable;
+/* Raises RLIMIT_NOFILE's soft limit to the hard one, sets the pool. */
+void proxy_fds_setup(void);
+/* The pass counter (PROXY_TURN_BYTES); 0 or a libuv error. */
+int proxy_turns_start(struct proxy_loop *loop);
 
 /* proxy_listen.c */
 int proxy_listen_unix(struct proxy *p, const char *path, char *err,
@@ -363,6 +401,8 @@ void conn_admit(struct conn *c, uint8_t kind);
 /* An admitted request has ended: its event, with its bytes. */
 void conn_event_admitted(struct conn *c);
 void conn_arm(struct conn *c, uint64_t ms);
+/* Frees the head buffer (and its charge to the proxy's head budget). */
+void conn_head_free(struct conn *c);
 /* Appends bytes the client sent after a request to the head buffer. */
 void conn_carry(struct conn *c, const char *p, size_t n);
 

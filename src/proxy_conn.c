@@ -9,6 +9,7 @@
  * lookup).
  */
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@
 
 static void conn_parse_head(struct conn *c);
 static void dial_next(struct conn *c);
+static void conn_reply(struct conn *c, int status, const char *type,
+                       const char *code, const char *reason);
 
 static inline uv_loop_t *conn_loop(struct conn *c)
 {
@@ -32,14 +35,83 @@ static void proxy_maybe_release(struct proxy *p)
         proxy_unref(p); /* the loop's reference */
 }
 
+/* After a flood the heap keeps its pages (glibc gives back only the top):
+ * once the loop's connections fall to a quarter of a large peak, the free
+ * pages and the buffer pools go back to the system. Rare, and off the
+ * per-byte path. */
+static void loop_conn_freed(struct proxy_loop *loop)
+{
+    loop->live--;
+    if (loop->peak < PROXY_TRIM_PEAK || loop->live > loop->peak / 4)
+        return;
+    relay_pool_free(loop);
+    malloc_trim(0);
+    loop->peak = loop->live;
+}
+
 static void conn_free_if_done(struct conn *c)
 {
     if (c->nopen > 0)
         return;
     struct proxy *p = c->px;
+    struct proxy_loop *loop = p->loop;
     free(c);
+    loop_conn_freed(loop);
     p->handles--;
     proxy_maybe_release(p);
+}
+
+/* Proxies open in the process: the pool's rules are for sharing, and a
+ * proxy alone in its process keeps every descriptor its limit allows. */
+static atomic_int proxies_open;
+
+static bool pool_shared(void)
+{
+    return atomic_load_explicit(&proxies_open, memory_order_relaxed) > 1;
+}
+
+/* Descriptors in the process-wide pool (see proxy_fds_setup). */
+static void fd_take(struct conn *c, bool *held)
+{
+    *held = true;
+    c->px->fds++;
+    atomic_fetch_add_explicit(&proxy_fds_used, 1, memory_order_relaxed);
+}
+
+static void fd_give(struct conn *c, bool *held)
+{
+    if (!*held)
+        return;
+    *held = false;
+    c->px->fds--;
+    atomic_fetch_sub_explicit(&proxy_fds_used, 1, memory_order_relaxed);
+}
+
+/* Head bytes charged to the proxy's PROXY_HEAD_BUDGET. */
+static size_t head_charge(size_t cap)
+{
+    return cap > PROXY_HEAD_FIRST ? cap - PROXY_HEAD_FIRST : 0;
+}
+
+/* May c's head buffer grow to cap within the proxy's budget? */
+static bool head_grow_ok(struct conn *c, size_t cap)
+{
+    return c->px->head_bytes - head_charge(c->head_cap) + head_charge(cap) <=
+           PROXY_HEAD_BUDGET;
+}
+
+static void head_resized(struct conn *c, size_t cap)
+{
+    c->px->head_bytes += head_charge(cap) - head_charge(c->head_cap);
+    c->head_cap = (uint32_t)cap;
+}
+
+void conn_head_free(struct conn *c)
+{
+    c->px->head_bytes -= head_charge(c->head_cap);
+    free(c->head);
+    c->head = NULL;
+    c->head_len = c->head_cap = 0;
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -73,6 +145,7 @@ static void conn_close_up(struct conn *c)
     c->up_connected = false;
     c->up_reusable = false;
     c->reading[SIDE_UP] = false;
+    fd_give(c, &c->fd_up);
     uv_close((uv_handle_t *)&c->up, on_up_closed);
 }
 
@@ -139,16 +212,17 @@ void conn_close(struct conn *c)
     if (c->listeners)
         proxy_pass_conn_closed(c);
     atomic_fetch_sub_explicit(&p->stats.active, 1, memory_order_relaxed);
+    fd_give(c, &c->fd_client);
     uv_close(&c->client.h, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
     if (c->up_inited && !c->up_closing) {
         c->up_closing = true;
         uv_close((uv_handle_t *)&c->up, on_up_closed);
     }
+    fd_give(c, &c->fd_up);
     if (c->gai)
         uv_cancel((uv_req_t *)c->gai);
-    free(c->head);
-    c->head = NULL;
+    conn_head_free(c);
     struct proxy_loop *loop = p->loop;
     if (c->sni)
         relay_buf_put(loop, c->sni);
@@ -233,6 +307,40 @@ void conn_update_reads(struct conn *c)
         set_reading(c, SIDE_UP, up);
 }
 
+/*
+ * Has c's proxy read its PROXY_TURN_BYTES in this turn? Then c's read
+ * waits: an empty buffer makes libuv give UV_ENOBUFS, which the read
+ * callbacks take as "later", and the socket, still readable, comes back
+ * on the next pass. A flood of tunnels on one proxy then costs the others
+ * one turn's bytes, not one read of every tunnel.
+ */
+static bool turn_spent(struct conn *c, int side, uv_buf_t *buf)
+{
+    struct proxy *p = c->px;
+    uint64_t now = p->loop->turn;
+    if (p->turn != now) {
+        p->turn = now;
+        p->turn_bytes = 0;
+        return false;
+    }
+    if (p->turn_bytes < PROXY_TURN_BYTES)
+        return false;
+    c->deferred[side] = true;
+    *buf = uv_buf_init(NULL, 0);
+    return true;
+}
+
+/* Tunnels and forward bodies: what the budget counts. */
+static bool relaying(const struct conn *c)
+{
+    return c->state == CONN_TUNNEL || c->state == CONN_FORWARD;
+}
+
+static void turn_count(struct conn *c, ssize_t n)
+{
+    c->px->turn_bytes += (uint64_t)n;
+}
+
 static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
@@ -248,15 +356,22 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
             size_t cap = c->head_cap ? c->head_cap * 4 : 4096;
             if (cap > limit)
                 cap = limit;
+            if (!head_grow_ok(c, cap)) {
+                c->head_over = true; /* the read gets UV_ENOBUFS */
+                *buf = uv_buf_init(NULL, 0);
+                return;
+            }
             char *n = realloc(c->head, cap);
             if (n) {
                 c->head = n;
-                c->head_cap = (uint32_t)cap;
+                head_resized(c, cap);
             }
         }
         *buf = uv_buf_init(c->head + c->head_len, c->head_cap - c->head_len);
         return;
     }
+    if (relaying(c) && turn_spent(c, SIDE_CLIENT, buf))
+        return;
     /* Tunnel bytes past the SNI check are only relayed: a big buffer once
      * this side has shown it sends in bulk. */
     struct relay_buf *rb =
@@ -270,6 +385,8 @@ static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     (void)hint;
     struct conn *c = h->data;
+    if (relaying(c) && turn_spent(c, SIDE_UP, buf))
+        return;
     struct relay_buf *rb = c->state == CONN_TUNNEL && c->bulk[SIDE_UP]
                                ? relay_buf_big(c->px->loop)
                                : relay_buf_get(c->px->loop);
@@ -288,6 +405,20 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     struct conn *c = s->data;
     if (c->pass) {
         proxy_pass_read(c, n);
+        return;
+    }
+    if (n == UV_ENOBUFS && c->deferred[SIDE_CLIENT]) {
+        c->deferred[SIDE_CLIENT] = false;
+        return;
+    }
+    if (n == UV_ENOBUFS && c->head_over) {
+        c->head_over = false;
+        if (c->state == CONN_HEAD)
+            conn_reply(c, 503, "error", "too_many",
+                       "request heads in progress on this proxy are over its "
+                       "memory budget");
+        else
+            conn_close(c);
         return;
     }
     if (c->state == CONN_HEAD) {
@@ -352,6 +483,8 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if ((size_t)n == rb->cap)
         c->bulk[SIDE_CLIENT] = true;
+    if (relaying(c))
+        turn_count(c, n);
     relay_client_data(c, rb, (size_t)n);
 }
 
@@ -374,6 +507,10 @@ static void went_bulk_down(struct conn *c)
 static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct conn *c = s->data;
+    if (n == UV_ENOBUFS && c->deferred[SIDE_UP]) {
+        c->deferred[SIDE_UP] = false;
+        return;
+    }
     struct relay_buf *rb = buf_owner(buf);
     if (n <= 0) {
         if (rb)
@@ -403,6 +540,8 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if ((size_t)n == rb->cap && !c->bulk[SIDE_UP])
         went_bulk_down(c);
+    if (relaying(c))
+        turn_count(c, n);
     relay_up_data(c, rb, (size_t)n);
 }
 
@@ -412,11 +551,11 @@ void conn_carry(struct conn *c, const char *p, size_t n)
     if (n == 0)
         return;
     char *b = c->head_len + n <= c->head_cap ? c->head : NULL;
-    if (!b && c->head_len + n <= limit) {
+    if (!b && c->head_len + n <= limit && head_grow_ok(c, limit)) {
         b = realloc(c->head, limit);
         if (b) {
             c->head = b;
-            c->head_cap = (uint32_t)limit;
+            head_resized(c, limit);
         }
     }
     if (!b) {
@@ -475,9 +614,7 @@ static void conn_end_client(struct conn *c)
 {
     conn_close_up(c);
     c->state = CONN_LINGER;
-    free(c->head);
-    c->head = NULL;
-    c->head_len = c->head_cap = 0;
+    conn_head_free(c);
     uv_os_fd_t fd;
     if (c->dir[DIR_DOWN].pending == 0 && c->client.s.write_queue_size == 0 &&
         uv_fileno(&c->client.h, &fd) == 0) {
@@ -509,26 +646,33 @@ static void conn_end_client(struct conn *c)
     conn_update_reads(c);
 }
 
+/* The error reply's bytes in msg (cap 600); returns their length. */
+static size_t reply_text(int status, const char *reason, char *msg, size_t cap)
+{
+    char body[400];
+    int bl = snprintf(body, sizeof body, "isolation proxy: %s\n", reason);
+    if (bl < 0 || (size_t)bl >= sizeof body)
+        bl = (int)sizeof body - 1;
+    int ml = snprintf(msg, cap,
+                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain; "
+                      "charset=utf-8\r\nContent-Length: %d\r\nConnection: "
+                      "close\r\n\r\n%.*s",
+                      status, status_text(status), bl, bl, body);
+    if (ml < 0 || (size_t)ml >= cap)
+        ml = (int)cap - 1;
+    return (size_t)ml;
+}
+
 static void conn_reply(struct conn *c, int status, const char *type,
                        const char *code, const char *reason)
 {
     if (c->closing || c->state == CONN_LINGER)
         return;
     conn_event(c, type, code, status, reason);
-    char body[400];
-    int bl = snprintf(body, sizeof body, "isolation proxy: %s\n", reason);
-    if (bl < 0 || (size_t)bl >= sizeof body)
-        bl = (int)sizeof body - 1;
     char msg[600];
-    int ml = snprintf(msg, sizeof msg,
-                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain; "
-                      "charset=utf-8\r\nContent-Length: %d\r\nConnection: "
-                      "close\r\n\r\n%.*s",
-                      status, status_text(status), bl, bl, body);
-    if (ml < 0 || (size_t)ml >= sizeof msg)
-        ml = (int)sizeof msg - 1;
+    size_t ml = reply_text(status, reason, msg, sizeof msg);
     c->state = CONN_LINGER;
-    if (relay_send_copy(c, DIR_DOWN, msg, (size_t)ml) < 0) {
+    if (relay_send_copy(c, DIR_DOWN, msg, ml) < 0) {
         conn_close(c);
         return;
     }
@@ -685,6 +829,13 @@ static void dial_next(struct conn *c)
         conn_reply(c, 502, "error", "connect_failed", reason);
         return;
     }
+    if (pool_shared() &&
+        atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) >=
+            atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed)) {
+        conn_reply(c, 503, "error", "too_many",
+                   "the descriptors the process keeps for proxies are in use");
+        return;
+    }
     int r = uv_tcp_init(conn_loop(c), &c->up);
     if (r != 0) {
         c->last_err = r;
@@ -692,6 +843,7 @@ static void dial_next(struct conn *c)
         dial_next(c);
         return;
     }
+    fd_take(c, &c->fd_up);
     c->nopen++;
     c->up_inited = true;
     c->up.data = c;
@@ -1060,9 +1212,7 @@ void conn_forward_done(struct conn *c)
         return;
     }
     /* Idle between requests: hold no head buffer. */
-    free(c->head);
-    c->head = NULL;
-    c->head_cap = 0;
+    conn_head_free(c);
     c->kept = true;
     conn_arm(c, c->px->opts.idle_ms);
     conn_update_reads(c);
@@ -1122,11 +1272,83 @@ static void on_timer(uv_timer_t *t)
 
 /* ---- accepting ---- */
 
+/*
+ * Why a new client of p must be refused (NULL: it is admitted). Each
+ * client may take two descriptors (its own and the upstream's): p stays
+ * within max_connections and, when it shares the process with other
+ * proxies, they all stay within the process's pool and no one proxy takes
+ * more than half of it, so a flooded session leaves the others room to
+ * accept and dial.
+ */
+static const char *admission(struct proxy *p)
+{
+    long usable = atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed);
+    if (p->nclients >= p->opts.max_connections)
+        return "too many connections (this proxy's max_connections)";
+    if (!pool_shared())
+        return NULL;
+    if (atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) + 2 >
+        usable)
+        return "the descriptors the process keeps for proxies are in use";
+    if ((long)p->fds + 2 > usable / 2)
+        return "this proxy holds half of the process's descriptors for proxies";
+    return NULL;
+}
+
+/*
+ * A refused client gets its 503 and is closed at once: a refusal that
+ * lingered would hold a descriptor per refused connection for
+ * PROXY_LINGER_MS, and a flood of them would use up what the quota
+ * protects. What it sent is read away first, so the close is a FIN (a
+ * reset still leaves the queued reply readable on Linux).
+ */
+static void conn_refuse(struct conn *c, const char *reason)
+{
+    conn_event(c, "error", "too_many", 503, reason);
+    char msg[600];
+    uv_buf_t b =
+        uv_buf_init(msg, (unsigned)reply_text(503, reason, msg, sizeof msg));
+    uv_try_write(&c->client.s, &b, 1);
+    uv_os_fd_t fd;
+    if (uv_fileno(&c->client.h, &fd) == 0) {
+        char sink[4096];
+        for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0;
+             i++)
+            ;
+    }
+    conn_close(c);
+}
+
+/* accept() itself failed. libuv has then already used its reserve
+ * descriptor (closed it, accepted and closed every waiting client, opened
+ * it again), so the listener does not spin; the owner hears of it once
+ * per run of failures. */
+static void accept_failed(struct proxy *p, int status)
+{
+    if (p->accept_failing)
+        return;
+    p->accept_failing = true;
+    struct conn *blank = calloc(1, sizeof *blank);
+    if (!blank)
+        return;
+    char reason[160];
+    snprintf(reason, sizeof reason,
+             "accept failed (%s): clients are closed unanswered until "
+             "descriptors are free",
+             uv_strerror(status));
+    proxy_event(p, blank, "error", "too_many", 503, reason);
+    free(blank);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct proxy *p = server->data;
-    if (status < 0 || p->closing)
+    if (p->closing)
         return;
+    if (status < 0) {
+        accept_failed(p, status);
+        return;
+    }
     proxy_accept(p, server, p->is_unix, p->nodelay_inherited);
 }
 
@@ -1150,6 +1372,9 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
     c->timer.data = c;
     c->nopen = 2;
     p->handles++;
+    struct proxy_loop *pl = p->loop;
+    if (++pl->live > pl->peak)
+        pl->peak = pl->live;
     c->next = p->conns;
     if (p->conns)
         p->conns->prev = c;
@@ -1159,14 +1384,17 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
         conn_close(c);
         return;
     }
+    p->accept_failing = false;
+    fd_take(c, &c->fd_client);
     atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
-    if (!is_unix && !nodelay_inherited)
-        uv_tcp_nodelay(&c->client.tcp, 1);
     c->state = CONN_HEAD;
-    if (p->nclients >= p->opts.max_connections) {
-        conn_reply(c, 503, "error", "too_many", "too many connections");
+    const char *refused = admission(p);
+    if (refused) {
+        conn_refuse(c, refused);
         return;
     }
+    if (!is_unix && !nodelay_inherited)
+        uv_tcp_nodelay(&c->client.tcp, 1);
     c->counted = true;
     p->nclients++;
     /* A unix client may be a sandbox handing over its listener: its first
@@ -1206,6 +1434,8 @@ int proxy_start(struct proxy *p)
     p->listen_fd = -1;
     if (r == 0)
         r = uv_listen(&p->listener.stream, 4096, on_connection);
+    atomic_fetch_add_explicit(&proxies_open, 1, memory_order_relaxed);
+    p->counted_open = true;
     if (r != 0)
         proxy_stop(p);
     return r;
@@ -1216,6 +1446,8 @@ void proxy_stop(struct proxy *p)
     if (p->closing)
         return;
     p->closing = true;
+    if (p->counted_open)
+        atomic_fetch_sub_explicit(&proxies_open, 1, memory_order_relaxed);
     if (p->listener_open) {
         p->listener_open = false;
         uv_close(&p->listener.handle, on_listener_closed);

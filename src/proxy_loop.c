@@ -19,8 +19,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "proxy.h"
+
+atomic_long proxy_fds_used;
+atomic_long proxy_fds_usable = 1L << 30;
+
+/*
+ * Every session proxy of a process shares its descriptors: the soft limit
+ * goes up to the hard one (Debian's soft 1024 is 512 tunnels), and the
+ * proxies together stop short of it by a reserve, so that one flooded
+ * proxy cannot make a new session, the orchestrator's io.open or another
+ * proxy's accept fail with EMFILE.
+ */
+void proxy_fds_setup(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t old = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            rl.rlim_cur = old;
+    }
+    long limit = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1UL << 30)
+                     ? 1L << 30
+                     : (long)rl.rlim_cur;
+    long reserve =
+        limit / 8 > PROXY_FD_RESERVE_MIN ? limit / 8 : PROXY_FD_RESERVE_MIN;
+    atomic_store(&proxy_fds_usable, limit > reserve ? limit - reserve : 0);
+}
 
 static uv_once_t global_once = UV_ONCE_INIT;
 static uv_mutex_t global_mu;
@@ -33,6 +63,23 @@ static void forget_loops_in_child(void)
 {
     thread_loop = NULL;
     luv_loop = NULL;
+}
+
+static void on_turn(uv_prepare_t *h)
+{
+    struct proxy_loop *loop = h->data;
+    loop->turn++;
+}
+
+int proxy_turns_start(struct proxy_loop *loop)
+{
+    int r = uv_prepare_init(&loop->uv, &loop->turn_prep);
+    if (r != 0)
+        return r;
+    loop->turn_prep.data = loop;
+    uv_prepare_start(&loop->turn_prep, on_turn);
+    uv_unref((uv_handle_t *)&loop->turn_prep); /* keeps no loop alive */
+    return 0;
 }
 
 static void global_init(void)
@@ -81,8 +128,10 @@ static void on_async(uv_async_t *a)
         uv_mutex_unlock(&loop->mu);
         rev = next;
     }
-    if (stop)
+    if (stop) {
+        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
         uv_close((uv_handle_t *)&loop->async, NULL);
+    }
 }
 
 static void thread_main(void *arg)
@@ -106,9 +155,17 @@ static struct proxy_loop *thread_loop_start(char *err, size_t errcap)
     loop->mode = PROXY_THREAD;
     int r = uv_loop_init(&loop->uv);
     if (r == 0) {
-        r = uv_async_init(&loop->uv, &loop->async, on_async);
+        r = proxy_turns_start(loop);
         if (r != 0)
             uv_loop_close(&loop->uv);
+    }
+    if (r == 0) {
+        r = uv_async_init(&loop->uv, &loop->async, on_async);
+        if (r != 0) {
+            uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+            uv_run(&loop->uv, UV_RUN_DEFAULT);
+            uv_loop_close(&loop->uv);
+        }
     }
     if (r != 0) {
         snprintf(err, errcap, "isolation: proxy loop: %s", uv_strerror(r));
@@ -122,6 +179,7 @@ static struct proxy_loop *thread_loop_start(char *err, size_t errcap)
     r = uv_thread_create(&loop->thread, thread_main, loop);
     if (r != 0) {
         snprintf(err, errcap, "isolation: proxy thread: %s", uv_strerror(r));
+        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
         uv_close((uv_handle_t *)&loop->async, NULL);
         uv_run(&loop->uv, UV_RUN_DEFAULT);
         uv_loop_close(&loop->uv);
@@ -238,6 +296,8 @@ static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
  * (A lookup still in the thread pool keeps it, and it stays allocated.) */
 static void luv_loop_free(struct proxy_loop *loop)
 {
+    if (!uv_is_closing((uv_handle_t *)&loop->turn_prep))
+        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
     for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
         luv_run_private(loop);
     if (luv_loop == loop)
@@ -367,6 +427,8 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
     loop->poll_ref = loop->timer_ref = loop->drive_ref = loop->luv_ref =
         LUA_NOREF;
     int r = uv_loop_init(&loop->uv);
+    if (r == 0 && (r = proxy_turns_start(loop)) != 0)
+        uv_loop_close(&loop->uv);
     if (r != 0) {
         snprintf(err, errcap, "isolation: proxy loop: %s", uv_strerror(r));
         free(loop);
@@ -388,6 +450,8 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
         luaL_unref(L, LUA_REGISTRYINDEX, loop->poll_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->drive_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->luv_ref);
+        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+        uv_run(&loop->uv, UV_RUN_NOWAIT);
         uv_loop_close(&loop->uv);
         free(loop);
         return NULL;
@@ -416,8 +480,10 @@ struct proxy_loop *proxy_loop_acquire(lua_State *L, enum proxy_mode mode,
     struct proxy_loop *loop;
     if (mode == PROXY_THREAD) {
         uv_mutex_lock(&global_mu);
-        if (!thread_loop)
+        if (!thread_loop) {
+            proxy_fds_setup();
             thread_loop = thread_loop_start(err, errcap);
+        }
         loop = thread_loop;
         if (loop)
             loop->nproxies++;
@@ -429,8 +495,10 @@ struct proxy_loop *proxy_loop_acquire(lua_State *L, enum proxy_mode mode,
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     lua_State *main = lua_tothread(L, -1);
     lua_pop(L, 1);
-    if (!luv_loop || luv_loop->L != main)
+    if (!luv_loop || luv_loop->L != main) {
+        proxy_fds_setup();
         luv_loop = luv_loop_start(L, luv_idx, err, errcap);
+    }
     loop = luv_loop;
     if (loop) {
         loop->nproxies++;

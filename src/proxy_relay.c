@@ -316,9 +316,7 @@ void relay_tunnel_begin(struct conn *c)
     }
     if (c->closing)
         return;
-    free(c->head);
-    c->head = NULL;
-    c->head_len = c->head_cap = 0;
+    conn_head_free(c);
 }
 
 /* ---- data ---- */

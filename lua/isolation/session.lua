@@ -352,7 +352,13 @@ Manager.__index = Manager
 local MANAGER_OPTIONS = {
   runtime_dir = "string", launcher = "function", alive = "function", stop = "function",
   loop = "table", poll_interval = "number", on_end = "function", log = "function", audit_log = "string",
+  max_connections = "number",
 }
+
+-- A session proxy's client connections at once (more get 503 too_many):
+-- small, so that one agent's flood stays within its own share of the
+-- process's descriptors (README, threat model).
+local SESSION_MAX_CONNECTIONS = 256
 
 --- Makes a session manager. Raises for wrong option types; returns nil, err
 --- when runtime_dir is unusable (too long for a unix socket address, not
@@ -373,6 +379,10 @@ function M.manager(opts)
   if not (interval > 0 and interval < math.huge) then
     error("bad argument #1 to 'manager' (poll_interval: a positive number of seconds expected)", 2)
   end
+  local mc = opts.max_connections
+  if mc ~= nil and not (math.type(mc) == "integer" and mc >= 1 and mc <= 1000000) then
+    return nil, "isolation: max_connections must be an integer from 1 to 1000000 (got " .. show(mc) .. ")"
+  end
   local dir, err = check_runtime_dir(opts.runtime_dir)
   if not dir then return nil, err end
   -- The audit log: every session proxy appends its lines to it (the proxy
@@ -392,7 +402,7 @@ function M.manager(opts)
   local self = setmetatable({
     runtime_dir = dir, seccomp_file = filter, _chain = chain,
     _launcher = opts.launcher, _alive = opts.alive, _stop = opts.stop, _on_end = opts.on_end, _logf = opts.log,
-    _loop = opts.loop, _audit_log = audit_log,
+    _loop = opts.loop, _audit_log = audit_log, _max_connections = opts.max_connections or SESSION_MAX_CONNECTIONS,
     _sessions = {}, _order = {}, _starting = {}, _closed = false,
   }, Manager)
   if opts.loop then
@@ -741,7 +751,7 @@ function Manager:launch(req)
     -- one listener: the starter's, handed over before the agent runs
     p, err = call(isolation.proxy, { allow = allow, unix = path, audit_log = self._audit_log,
       accept_listeners = spec.bridge == "pass" and 1 or nil,
-      session = self._audit_log and id })
+      session = self._audit_log and id, max_connections = req.max_connections or self._max_connections })
     if not p then return nil, err end
     s.proxy, s.proxy_socket = p, path
   end
