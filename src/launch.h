@@ -18,6 +18,15 @@
  */
 void launch_push_got(lua_State *L, int idx);
 
+/*
+ * The refusal of every launch spec reader: pushes "isolation: <field>
+ * <what> (got <the value at idx>)" and returns 0.
+ */
+int launch_fail_got(lua_State *L, int idx, const char *field, const char *what);
+
+/* nil, none, or JSON null (lua-cjson's null is a NULL light userdata). */
+bool launch_is_absent(lua_State *L, int idx);
+
 /* Pushes `s` (len bytes) quoted the same way. */
 void launch_push_quoted(lua_State *L, const char *s, size_t len);
 void launch_push_quoted_cap(lua_State *L, const char *s, size_t len,

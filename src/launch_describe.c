@@ -95,3 +95,18 @@ void launch_push_display(lua_State *L, const char *s)
     }
     lua_pushlstring(L, s, len);
 }
+
+int launch_fail_got(lua_State *L, int idx, const char *field, const char *what)
+{
+    idx = lua_absindex(L, idx);
+    launch_push_got(L, idx);
+    lua_pushfstring(L, "isolation: %s %s (got %s)", field, what,
+                    lua_tostring(L, -1));
+    return 0;
+}
+
+bool launch_is_absent(lua_State *L, int idx)
+{
+    return lua_isnoneornil(L, idx) || (lua_type(L, idx) == LUA_TLIGHTUSERDATA &&
+                                       lua_touserdata(L, idx) == NULL);
+}

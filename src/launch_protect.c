@@ -73,14 +73,6 @@ const char *const *launch_agent_protected(const char *agent)
     return none;
 }
 
-static int fail_value(lua_State *L, int v, const char *field, const char *what)
-{
-    launch_push_got(L, v);
-    lua_pushfstring(L, "isolation: %s %s (got %s)", field, what,
-                    lua_tostring(L, -1));
-    return 0;
-}
-
 /* Why a protect entry is refused, or NULL. */
 static const char *relative_problem(const char *p, size_t len, bool docker)
 {
@@ -137,12 +129,12 @@ static int add_entry(lua_State *L, int e, const char *field,
                      struct launch_spec *s)
 {
     if (lua_type(L, e) != LUA_TSTRING)
-        return fail_value(L, e, field, "must be a string");
+        return launch_fail_got(L, e, field, "must be a string");
     size_t len;
     const char *p = lua_tolstring(L, e, &len);
     const char *why = relative_problem(p, len, s->mode == MODE_DOCKER);
     if (why)
-        return fail_value(L, e, field, why);
+        return launch_fail_got(L, e, field, why);
     if (p[len - 1] == '/') {
         lua_pushlstring(L, p, --len);
         p = lua_tostring(L, -1);
@@ -196,9 +188,9 @@ static int read_list(lua_State *L, int v, const char *field,
         lua_pop(L, 1);
         count++;
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-            return fail_value(L, -1, field,
-                              "must be an array of paths relative to the "
-                              "workdir, not a map; it has the key");
+            return launch_fail_got(L, -1, field,
+                                   "must be an array of paths relative to the "
+                                   "workdir, not a map; it has the key");
     }
     if (count > LAUNCH_MAX_PROTECT) {
         lua_pushfstring(L, "isolation: %s has %I entries (at most %d)", field,
@@ -244,10 +236,11 @@ static int read_agent_config(lua_State *L, int idx, struct launch_spec *s)
         return 1;
     const char *m = lua_type(L, v) == LUA_TSTRING ? lua_tostring(L, v) : "";
     if (strcmp(m, "read-only") && strcmp(m, "read-write"))
-        return fail_value(L, v, "agent_config",
-                          "must be \"read-write\" (the default: credentials "
-                          "and state writable, the parts that configure "
-                          "commands read-only) or \"read-only\"");
+        return launch_fail_got(
+            L, v, "agent_config",
+            "must be \"read-write\" (the default: credentials "
+            "and state writable, the parts that configure "
+            "commands read-only) or \"read-only\"");
     s->agent_config_ro = strcmp(m, "read-only") == 0;
     return 1;
 }
@@ -264,9 +257,10 @@ int launch_protect_read(lua_State *L, int idx, int module_idx,
     bool absent = lua_isnil(L, v) || (lua_type(L, v) == LUA_TLIGHTUSERDATA &&
                                       lua_touserdata(L, v) == NULL);
     if (!absent && lua_type(L, v) != LUA_TTABLE)
-        return fail_value(L, v, "protect",
-                          "must be an array of paths relative to the workdir "
-                          "({} for none)");
+        return launch_fail_got(
+            L, v, "protect",
+            "must be an array of paths relative to the workdir "
+            "({} for none)");
     if (!s->workdir)
         return 1; /* mode none: nothing is isolated, nothing to protect */
     if (absent) {

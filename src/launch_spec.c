@@ -51,27 +51,6 @@ static const char *const rw_forbidden_trees[] = {
 static const char *const rw_forbidden_paths[] = {"/opt", "/srv", "/var/spool",
                                                  NULL};
 
-static int fail_got(lua_State *L, int validx, const char *field,
-                    const char *what)
-{
-    validx = lua_absindex(L, validx);
-    launch_push_got(L, validx);
-    lua_pushfstring(L, "isolation: %s %s (got %s)", field, what,
-                    lua_tostring(L, -1));
-    return 0;
-}
-
-static bool is_json_null(lua_State *L, int idx)
-{
-    return lua_type(L, idx) == LUA_TLIGHTUSERDATA &&
-           lua_touserdata(L, idx) == NULL;
-}
-
-static bool is_absent(lua_State *L, int idx)
-{
-    return lua_isnoneornil(L, idx) || is_json_null(L, idx);
-}
-
 /* Pushes spec[key] (raw) and returns its absolute stack index. */
 static int get_field(lua_State *L, int idx, const char *key)
 {
@@ -86,12 +65,12 @@ static int check_string(lua_State *L, int v, const char *field,
 {
     size_t len;
     if (lua_type(L, v) != LUA_TSTRING)
-        return fail_got(L, v, field, "must be a string");
+        return launch_fail_got(L, v, field, "must be a string");
     const char *s = strarg_get(L, v, field, &len);
     if (!s)
         return 0;
     if (!allow_empty && len == 0)
-        return fail_got(L, v, field, "must not be empty");
+        return launch_fail_got(L, v, field, "must not be empty");
     *out = s;
     return 1;
 }
@@ -145,7 +124,7 @@ static int check_path(lua_State *L, int v, const char *field, bool home_ok,
         return 0;
     const char *why = path_problem(*out, home_ok, docker);
     if (why)
-        return fail_got(L, v, field, why);
+        return launch_fail_got(L, v, field, why);
     return 1;
 }
 
@@ -180,7 +159,7 @@ static int check_rw_path(lua_State *L, int v, const char *field, bool home_ok,
         return 0;
     const char *why = rw_path_problem(*out);
     if (why)
-        return fail_got(L, v, field, why);
+        return launch_fail_got(L, v, field, why);
     return 1;
 }
 
@@ -188,19 +167,20 @@ static int check_bind_list(lua_State *L, int v, const char *field, bool docker,
                            bool rw, const char **out, size_t *n)
 {
     *n = 0;
-    if (is_absent(L, v))
+    if (launch_is_absent(L, v))
         return 1;
     if (lua_type(L, v) != LUA_TTABLE)
-        return fail_got(L, v, field, "must be an array of paths");
+        return launch_fail_got(L, v, field, "must be an array of paths");
     lua_Integer count = 0;
     lua_pushnil(L);
     while (lua_next(L, v)) {
         lua_pop(L, 1);
         count++;
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-            return fail_got(L, -1, field,
-                            "must be an array of paths, not a map; it has "
-                            "the key");
+            return launch_fail_got(
+                L, -1, field,
+                "must be an array of paths, not a map; it has "
+                "the key");
     }
     if (count > LAUNCH_MAX_BINDS) {
         lua_pushfstring(L, "isolation: %s has %I entries (at most %d)", field,
@@ -265,8 +245,8 @@ static int check_keys(lua_State *L, int idx)
 static int read_config(lua_State *L, int idx, int forced, struct launch_spec *s)
 {
     int v = get_field(L, idx, "config");
-    if (!is_absent(L, v) && lua_type(L, v) != LUA_TTABLE)
-        return fail_got(L, v, "config", "must be a table");
+    if (!launch_is_absent(L, v) && lua_type(L, v) != LUA_TTABLE)
+        return launch_fail_got(L, v, "config", "must be a table");
     if (!config_normalize(L, v))
         return 0;
     int cfg = lua_gettop(L);
@@ -298,7 +278,7 @@ static int read_port(lua_State *L, int idx, struct launch_spec *s)
 {
     int v = get_field(L, idx, "proxy_port");
     s->proxy_port = DEFAULT_PROXY_PORT;
-    if (is_absent(L, v))
+    if (launch_is_absent(L, v))
         return 1;
     int ok = 0;
     lua_Integer port = 0;
@@ -306,7 +286,8 @@ static int read_port(lua_State *L, int idx, struct launch_spec *s)
         port = lua_tointegerx(L, v, &ok);
     /* the sandbox has no capability: it cannot listen below 1024 */
     if (!ok || port < 1024 || port > 65535)
-        return fail_got(L, v, "proxy_port", "must be an integer 1024..65535");
+        return launch_fail_got(L, v, "proxy_port",
+                               "must be an integer 1024..65535");
     s->proxy_port = (int)port;
     return 1;
 }
@@ -323,14 +304,15 @@ static int read_seccomp_fd(lua_State *L, int idx, struct launch_spec *s)
 {
     int v = get_field(L, idx, "seccomp_fd");
     s->seccomp_fd = -1;
-    if (is_absent(L, v))
+    if (launch_is_absent(L, v))
         return 1;
     lua_Integer fd = lua_isinteger(L, v) ? lua_tointeger(L, v) : -1;
     if (fd < SECCOMP_FD_MIN || fd > SECCOMP_FD_MAX)
-        return fail_got(L, v, "seccomp_fd",
-                        "must be an integer 3..1023: the descriptor bwrap "
-                        "reads the seccomp program from (0, 1 and 2 are the "
-                        "terminal)");
+        return launch_fail_got(
+            L, v, "seccomp_fd",
+            "must be an integer 3..1023: the descriptor bwrap "
+            "reads the seccomp program from (0, 1 and 2 are the "
+            "terminal)");
     s->seccomp_fd = (int)fd;
     return 1;
 }
@@ -347,18 +329,19 @@ static int read_seccomp_fd(lua_State *L, int idx, struct launch_spec *s)
 static int read_seccomp_file(lua_State *L, int idx, struct launch_spec *s)
 {
     int v = get_field(L, idx, "seccomp_file");
-    if (is_absent(L, v))
+    if (launch_is_absent(L, v))
         return 1;
     if (!check_path(L, v, "seccomp_file", false, false, &s->seccomp_file))
         return 0;
     if (s->seccomp_fd < 0) {
         s->seccomp_fd = SECCOMP_FD_DEFAULT;
     } else if (s->seccomp_fd > SECCOMP_FD_REDIRECT_MAX) {
-        return fail_got(L, get_field(L, idx, "seccomp_fd"), "seccomp_fd",
-                        "must be 3..9 with seccomp_file: the wrap() line "
-                        "opens the file with a redirection N<, and a POSIX "
-                        "shell need read only one digit there (dash "
-                        "does)");
+        return launch_fail_got(
+            L, get_field(L, idx, "seccomp_fd"), "seccomp_fd",
+            "must be 3..9 with seccomp_file: the wrap() line "
+            "opens the file with a redirection N<, and a POSIX "
+            "shell need read only one digit there (dash "
+            "does)");
     }
     return 1;
 }
@@ -369,16 +352,16 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
     static const char accepted[] = "must be \"socat\", \"builtin\" or \"pass\"";
     int v = get_field(L, idx, "bridge");
     const char *bridge = "socat";
-    if (!is_absent(L, v)) {
+    if (!launch_is_absent(L, v)) {
         if (lua_type(L, v) != LUA_TSTRING)
-            return fail_got(L, v, "bridge", accepted);
+            return launch_fail_got(L, v, "bridge", accepted);
         size_t len;
         if (!(bridge = strarg_get(L, v, "bridge", &len)))
             return 0;
         if (!strarg_is(bridge, len, "socat") &&
             !strarg_is(bridge, len, "builtin") &&
             !strarg_is(bridge, len, "pass"))
-            return fail_got(L, v, "bridge", accepted);
+            return launch_fail_got(L, v, "bridge", accepted);
     }
     s->bridge = strcmp(bridge, "builtin") == 0 ? BRIDGE_BUILTIN
                 : strcmp(bridge, "pass") == 0  ? BRIDGE_PASS
@@ -388,7 +371,7 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
 
     const char *path = NULL;
     v = get_field(L, idx, "bridge_path");
-    if (!is_absent(L, v)) {
+    if (!launch_is_absent(L, v)) {
         if (!check_path(L, v, "bridge_path", false, false, &path))
             return 0;
     } else if (program) {
@@ -400,12 +383,13 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
     /* The image's socat cannot be relied on: docker deny needs the built-in
      * bridge, mounted like under bwrap (static: any image runs it). */
     if (s->mode == MODE_DOCKER && s->deny) {
-        if (!is_absent(L, get_field(L, idx, "bridge")) &&
+        if (!launch_is_absent(L, get_field(L, idx, "bridge")) &&
             s->bridge != BRIDGE_BUILTIN)
-            return fail_got(L, get_field(L, idx, "bridge"), "bridge",
-                            "must be \"builtin\" (or not given) under mode "
-                            "docker or podman with network deny: the image "
-                            "may have no socat");
+            return launch_fail_got(
+                L, get_field(L, idx, "bridge"), "bridge",
+                "must be \"builtin\" (or not given) under mode "
+                "docker or podman with network deny: the image "
+                "may have no socat");
         s->bridge = BRIDGE_BUILTIN;
         program = true;
         if (!path) {
@@ -525,29 +509,30 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     bool docker = s->mode == MODE_DOCKER;
 
     int v = get_field(L, idx, "agent");
-    if (!is_absent(L, v) && !check_string(L, v, "agent", true, &s->agent))
+    if (!launch_is_absent(L, v) &&
+        !check_string(L, v, "agent", true, &s->agent))
         return 0;
 
     v = get_field(L, idx, "workdir");
-    if (!is_absent(L, v)) {
+    if (!launch_is_absent(L, v)) {
         if (!check_rw_path(L, v, "workdir", false, docker, &s->workdir))
             return 0;
     } else if (s->mode != MODE_NONE) {
-        return fail_got(L, v, "workdir",
-                        "must be an absolute path (required for modes "
-                        "bwrap and docker)");
+        return launch_fail_got(L, v, "workdir",
+                               "must be an absolute path (required for modes "
+                               "bwrap and docker)");
     }
 
     v = get_field(L, idx, "command");
-    if (is_absent(L, v))
-        return fail_got(L, v, "command",
-                        "is required (the agent's command "
-                        "line, run as bash -c command)");
+    if (launch_is_absent(L, v))
+        return launch_fail_got(L, v, "command",
+                               "is required (the agent's command "
+                               "line, run as bash -c command)");
     if (!check_string(L, v, "command", false, &s->command))
         return 0;
 
     v = get_field(L, idx, "proxy_socket");
-    if (!is_absent(L, v) &&
+    if (!launch_is_absent(L, v) &&
         !check_path(L, v, "proxy_socket", false, false, &s->proxy_socket))
         return 0;
     if (!read_port(L, idx, s))
@@ -562,7 +547,7 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
         return 0;
 
     v = get_field(L, idx, "ca_cert");
-    if (!is_absent(L, v) &&
+    if (!launch_is_absent(L, v) &&
         !check_path(L, v, "ca_cert", false, docker, &s->ca_cert))
         return 0;
 
@@ -571,9 +556,9 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
 
     v = get_field(L, idx, "tty");
     s->tty = true;
-    if (!is_absent(L, v)) {
+    if (!launch_is_absent(L, v)) {
         if (lua_type(L, v) != LUA_TBOOLEAN)
-            return fail_got(L, v, "tty", "must be a boolean");
+            return launch_fail_got(L, v, "tty", "must be a boolean");
         s->tty = lua_toboolean(L, v);
     }
 
@@ -588,10 +573,11 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
         return 0;
 
     if (s->mode != MODE_NONE && s->deny && !s->proxy_socket)
-        return fail_got(L, get_field(L, idx, "proxy_socket"), "proxy_socket",
-                        "is required for modes \"bwrap\", \"docker\" and "
-                        "\"podman\" with network \"deny\" (the host path "
-                        "of the proxy's unix socket)");
+        return launch_fail_got(
+            L, get_field(L, idx, "proxy_socket"), "proxy_socket",
+            "is required for modes \"bwrap\", \"docker\" and "
+            "\"podman\" with network \"deny\" (the host path "
+            "of the proxy's unix socket)");
     if (s->mode == MODE_DOCKER && s->deny && !check_docker_deny_paths(L, s))
         return 0;
     if (s->mode == MODE_DOCKER && !check_docker_duplicates(L, s))
