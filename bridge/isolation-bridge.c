@@ -22,6 +22,7 @@
  * the bridge included. Outside a PID namespace, whoever started it must
  * kill it.
  */
+#include "listen.h"
 #include "pass.h"
 #include "relay.h"
 
@@ -52,40 +53,6 @@ static int bad_arg(const char *what, const char *got)
 {
     fprintf(stderr, "isolation-bridge: %s (got \"%s\")\n%s", what, got, USAGE);
     return 2;
-}
-
-/* Decimal 1..65535, nothing else. */
-static int parse_port(const char *s)
-{
-    long v = 0;
-    if (*s == '\0' || strlen(s) > 5)
-        return -1;
-    for (const char *c = s; *c; c++) {
-        if (*c < '0' || *c > '9')
-            return -1;
-        v = v * 10 + (*c - '0');
-    }
-    return v >= 1 && v <= 65535 ? (int)v : -1;
-}
-
-static int listen_loopback(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    int one = 1;
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        listen(fd, SOMAXCONN) < 0) {
-        int err = errno;
-        close(fd);
-        errno = err;
-        return -1;
-    }
-    return fd;
 }
 
 /* Each relayed client holds two fds: take the whole allowance. */
@@ -172,14 +139,14 @@ int main(int argc, char **argv)
         fputs(USAGE, stderr);
         return 2;
     }
-    int port = parse_port(argv[1]);
+    int port = bridge_parse_port(argv[1]);
     if (port < 0)
         return bad_arg("PORT must be a number from 1 to 65535", argv[1]);
     size_t len = strlen(argv[2]);
     if (len == 0 || len >= sizeof((struct sockaddr_un *)0)->sun_path)
         return bad_arg("SOCKET must be a path of 1 to 107 bytes", argv[2]);
 
-    int fd = listen_loopback(port);
+    int fd = bridge_listen_loopback(port, SOCK_NONBLOCK);
     if (fd < 0) {
         char where[32];
         snprintf(where, sizeof where, "127.0.0.1:%d", port);

@@ -20,6 +20,8 @@
  * Descriptors other than the ones made here are left as they are for
  * COMMAND; everything made here is close-on-exec.
  */
+#include "listen.h"
+
 #include "pass.h"
 
 #include <arpa/inet.h>
@@ -44,39 +46,6 @@ static int fail(const char *what, const char *detail)
 {
     fprintf(stderr, "isolation-bridge --pass: %s: %s\n", what, detail);
     return 126;
-}
-
-static int parse_port(const char *s)
-{
-    long v = 0;
-    if (*s == '\0' || strlen(s) > 5)
-        return -1;
-    for (const char *c = s; *c; c++) {
-        if (*c < '0' || *c > '9')
-            return -1;
-        v = v * 10 + (*c - '0');
-    }
-    return v >= 1 && v <= 65535 ? (int)v : -1;
-}
-
-static int make_listener(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    int one = 1;
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        listen(fd, SOMAXCONN) < 0) {
-        int err = errno;
-        close(fd);
-        errno = err;
-        return -1;
-    }
-    return fd;
 }
 
 static int connect_proxy(const char *path)
@@ -192,7 +161,7 @@ int pass_main(int argc, char **argv)
               stderr);
         return 2;
     }
-    int port = parse_port(argv[1]);
+    int port = bridge_parse_port(argv[1]);
     size_t len = strlen(argv[2]);
     if (port < 0 || len == 0 ||
         len >= sizeof((struct sockaddr_un *)0)->sun_path) {
@@ -203,7 +172,7 @@ int pass_main(int argc, char **argv)
     }
     char where[32];
     snprintf(where, sizeof where, "127.0.0.1:%d", port);
-    int lfd = make_listener(port);
+    int lfd = bridge_listen_loopback(port, 0);
     if (lfd < 0)
         return fail(where, strerror(errno));
     int sock = connect_proxy(argv[2]);
