@@ -290,6 +290,7 @@ struct conn {
     int last_err;
     bool client_unix; /* the client came on a unix socket (else TCP) */
     uint8_t pass;     /* proxy_pass.c: PASS_PROBE, PASS_CONTROL or 0 */
+    uint8_t socks;    /* proxy_socks.c: a SOCKS_* stage, or 0 (HTTP) */
     struct pass_listener *listeners; /* a control connection's */
     uint8_t req_body, res_body;
     struct conn_dir dir[2];
@@ -359,6 +360,22 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
 
 /* proxy_pass.c: listeners handed over a unix socket (SCM_RIGHTS). */
 enum { PASS_PROBE = 1, PASS_CONTROL = 2 };
+
+/* proxy_socks.c: SOCKS5 on the same listeners (a first byte 0x05). */
+enum { SOCKS_GREETING = 1, SOCKS_REQUEST = 2, SOCKS_ASKED = 3 };
+/* Parses what the head buffer holds at the connection's stage. */
+void proxy_socks_head(struct conn *c);
+/* The SOCKS reply for a refusal by its event code (SOCKS_ASKED only). */
+void proxy_socks_refuse(struct conn *c, const char *code);
+/* The success reply when the tunnel is up. */
+int proxy_socks_ok(struct conn *c);
+struct http_request;
+/* proxy_conn.c: the CONNECT decision and dial, as for an HTTP request. */
+void conn_handle_request(struct conn *c, const struct http_request *req,
+                         size_t head_len);
+void conn_reply_refusal(struct conn *c, int status, const char *type,
+                        const char *code, const char *reason);
+void conn_end_client_now(struct conn *c);
 /* The first byte of a handover: no HTTP request starts with it. */
 #define PASS_MAGIC "\0isolation-pass 1\n"
 /* Most listeners one handover may carry (the HTTP port, a SOCKS port). */

@@ -669,6 +669,14 @@ static void conn_reply(struct conn *c, int status, const char *type,
     if (c->closing || c->state == CONN_LINGER)
         return;
     conn_event(c, type, code, status, reason);
+    if (c->socks) {
+        c->state = CONN_LINGER;
+        if (c->socks == SOCKS_ASKED)
+            proxy_socks_refuse(c, code);
+        if (!c->closing)
+            conn_end_client(c);
+        return;
+    }
     char msg[600];
     size_t ml = reply_text(status, reason, msg, sizeof msg);
     c->state = CONN_LINGER;
@@ -865,7 +873,8 @@ static void tunnel_established(struct conn *c)
     conn_admit(c, 1); /* its event comes when the tunnel ends */
     c->state = CONN_TUNNEL;
     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-    if (relay_send_copy(c, DIR_DOWN, ok, sizeof ok - 1) < 0) {
+    if (c->socks ? proxy_socks_ok(c) < 0
+                 : relay_send_copy(c, DIR_DOWN, ok, sizeof ok - 1) < 0) {
         conn_close(c);
         return;
     }
@@ -1165,8 +1174,31 @@ static const char *parse_code(int status)
     }
 }
 
+void conn_handle_request(struct conn *c, const struct http_request *req,
+                         size_t head_len)
+{
+    handle_request(c, req, head_len);
+}
+
+void conn_reply_refusal(struct conn *c, int status, const char *type,
+                        const char *code, const char *reason)
+{
+    conn_reply(c, status, type, code, reason);
+}
+
+void conn_end_client_now(struct conn *c)
+{
+    conn_end_client(c);
+}
+
 static void conn_parse_head(struct conn *c)
 {
+    /* SOCKS5 begins with its version byte, which no HTTP method does. */
+    if (c->socks || (c->req_start == 0 && c->head_len > 0 &&
+                     (unsigned char)c->head[0] == 5)) {
+        proxy_socks_head(c);
+        return;
+    }
     struct http_request req;
     const char *why = NULL;
     size_t max = c->px->opts.max_header_bytes;

@@ -1,0 +1,175 @@
+-- SOCKS5 on the proxy's listener (a first byte 0x05): CONNECT by name or
+-- address through the same allowlist, address rules and events as HTTP
+-- CONNECT; everything else refused with the SOCKS reply code.
+local isolation = require("isolation")
+local upstream = require("support.upstream")
+local W = require("support.proxy")
+
+local function be16(n) return string.char(n // 256, n % 256) end
+
+local function by_name(name, port)
+  return "\5\1\0\3" .. string.char(#name) .. name .. be16(port)
+end
+
+local function by_ipv4(a, b, c, d, port)
+  return "\5\1\0\1" .. string.char(a, b, c, d) .. be16(port)
+end
+
+-- Greeting (no auth), then the request; returns the connection and the
+-- reply code (nil when the proxy closed without a reply).
+local function socks(p, request, greeting)
+  local c = W.connect(p:address())
+  c:send(greeting or "\5\1\0")
+  c:wait(function() return #c.data >= 2 or c.eof end, 3)
+  if c.data:sub(1, 2) ~= "\5\0" then return c, nil end
+  c:send(request)
+  c:wait(function() return #c.data >= 12 or c.eof end, 3)
+  local rep = #c.data >= 12 and c.data:byte(4) or nil
+  return c, rep
+end
+
+describe("isolation.proxy SOCKS5", function()
+  local up
+
+  setup(function() up = upstream.start() end)
+  teardown(function() up:stop() end)
+
+  local function proxy(opts)
+    opts.listen = opts.listen or "127.0.0.1:0"
+    return assert(isolation.proxy(opts))
+  end
+
+  it("tunnels an allowed CONNECT by name (socks5h) to a loopback upstream", function()
+    local p = proxy({ allow = { "pinned.example.com" }, allow_private = true,
+      resolve = { ["pinned.example.com"] = { "127.0.0.1" } } })
+    local c, rep = socks(p, by_name("pinned.example.com", up.raw_port))
+    assert.are.equal(0, rep)
+    assert.are.equal("\5\0\5\0\0\1\0\0\0\0\0\0", c.data:sub(1, 12))
+    c:send("PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    c:close()
+    local ev = {}
+    W.run_until(function()
+      for _, e in ipairs(p:events()) do ev[#ev + 1] = e end
+      return #ev > 0
+    end, 3)
+    p:close()
+    assert.are.equal("SOCKS5", ev[1].method)
+    assert.are.equal("allowed", ev[1].code)
+    assert.are.equal("pinned.example.com", ev[1].host)
+  end)
+
+  it("tunnels an allowed CONNECT by IPv4 address", function()
+    local p = proxy({ allow = { "127.0.0.1:" .. up.raw_port } })
+    local c, rep = socks(p, by_ipv4(127, 0, 0, 1, up.raw_port))
+    assert.are.equal(0, rep)
+    c:send("PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    c:close()
+    p:close()
+  end)
+
+  it("refuses a host off the allowlist with 0x02 and a deny event, method SOCKS5", function()
+    local before = up:stats().accepts
+    local p = proxy({ allow = { "other.example.com" }, allow_private = true,
+      resolve = { ["pinned.example.com"] = { "127.0.0.1" } } })
+    local c, rep = socks(p, by_name("pinned.example.com", up.raw_port))
+    assert.are.equal(2, rep)
+    assert.is_true(c:wait_eof())
+    c:close()
+    local ev = p:events()
+    p:close()
+    assert.are.equal(1, #ev)
+    assert.are.equal("deny", ev[1].type)
+    assert.are.equal("not_allowed", ev[1].code)
+    assert.are.equal("SOCKS5", ev[1].method)
+    assert.are.equal(up.raw_port, ev[1].port)
+    W.settle(0.05)
+    assert.are.equal(before, up:stats().accepts)
+  end)
+
+  it("refuses a name pinned to a private address (0x02, private_address) without dialing", function()
+    local before = up:stats().accepts
+    local p = proxy({ allow = { "pinned.example.com" },
+      resolve = { ["pinned.example.com"] = { "127.0.0.1" } } })
+    local _, rep = socks(p, by_name("pinned.example.com", up.raw_port))
+    local ev = p:events()
+    p:close()
+    assert.are.equal(2, rep)
+    assert.are.equal("private_address", ev[1].code)
+    W.settle(0.05)
+    assert.are.equal(before, up:stats().accepts)
+  end)
+
+  it("refuses an allowlisted name whose port is closed with 0x05 (connection refused)", function()
+    local port = W.closed_port()
+    local p = proxy({ allow = { "127.0.0.1:" .. port } })
+    local _, rep = socks(p, by_ipv4(127, 0, 0, 1, port))
+    p:close()
+    assert.are.equal(5, rep)
+  end)
+
+  it("answers BIND and UDP ASSOCIATE with 0x07 (command not supported)", function()
+    local p = proxy({ allow = { "127.0.0.1" } })
+    for _, cmd in ipairs({ 2, 3 }) do
+      local _, rep = socks(p, "\5" .. string.char(cmd) .. "\0\1\127\0\0\1" .. be16(up.raw_port))
+      assert.are.equal(7, rep, "command " .. cmd)
+    end
+    local ev = p:events()
+    p:close()
+    assert.are.equal("not_implemented", ev[1].code)
+    assert.are.equal("SOCKS5", ev[1].method)
+  end)
+
+  it("refuses names with NUL or control bytes, over-long and empty names, port 0, a bad ATYP", function()
+    local p = proxy({ allow = { "*.example.com" }, allow_private = true })
+    local bad = {
+      by_name("a\0.example.com", 80),
+      by_name("a\n.example.com", 80),
+      by_name(string.rep("a", 250) .. ".com", 80),
+      by_name("", 80),
+      by_name("pinned.example.com", 0),
+      "\5\1\0\9\1\2\3\4\0\80",
+      "\5\1\1\1\127\0\0\1\0\80", -- reserved byte not zero
+    }
+    for i, req in ipairs(bad) do
+      local c, rep = socks(p, req)
+      assert.are.equal(1, rep, "case " .. i)
+      assert.is_true(c:wait_eof(), "case " .. i)
+      c:close()
+    end
+    p:close()
+  end)
+
+  it("closes on a bad greeting: no methods, no acceptable method, version 4 request", function()
+    local p = proxy({ allow = { "*.example.com" } })
+    -- no methods at all: closed without a reply
+    local c = W.connect(p:address())
+    c:send("\5\0")
+    assert.is_true(c:wait_eof())
+    assert.are.equal("", c.data)
+    c:close()
+    -- only GSSAPI offered: "no acceptable methods", then closed
+    c = W.connect(p:address())
+    c:send("\5\1\1")
+    assert.is_true(c:wait_eof())
+    assert.are.equal("\5\255", c.data)
+    c:close()
+    -- a request of another version after a good greeting
+    local _, rep
+    c, rep = socks(p, "\4\1\0\80\127\0\0\1\0")
+    assert.is_true(c:wait_eof())
+    assert.are.equal(1, rep)
+    c:close()
+    local ev = p:events()
+    p:close()
+    for _, e in ipairs(ev) do assert.are.equal("bad_request", e.code) end
+  end)
+
+  it("keeps HTTP working on the same listener", function()
+    local p = proxy({ allow = { "other.example.com" } })
+    local c = W.exchange(p:address(), "CONNECT pinned.example.com:443 HTTP/1.1\r\nHost: pinned.example.com:443\r\n\r\n")
+    assert.are.equal(403, c:status())
+    p:close()
+  end)
+end)
