@@ -108,5 +108,20 @@ int main(int argc, char **argv)
         .sni = "a.example.net", .pad = 600, .record_size = 300};
     put("fuzz_tlshello", "padded", h, build_hello(&pad, h, sizeof h));
     text("fuzz_tlshello", "http", "GET / HTTP/1.1\r\n\r\n");
+    /* SOCKS5: greeting (+ RFC 1929 auth) + request. */
+    static const char s_name[] = "\5\1\0\5\1\0\3\22pinned.example.com\1\273";
+    put("fuzz_socks5", "connect_name", s_name, sizeof s_name - 1);
+    static const char s_v4[] = "\5\1\0\5\1\0\1\177\0\0\1\0\120";
+    put("fuzz_socks5", "connect_v4", s_v4, sizeof s_v4 - 1);
+    static const char s_v6[] = "\5\1\0\5\1\0\4\0\0\0\0\0\0\0\0\0\0\0"
+                               "\0\0\0\0\1\0\120";
+    put("fuzz_socks5", "connect_v6", s_v6, sizeof s_v6 - 1);
+    static const char s_auth[] = "\5\2\0\2\1\11isolation\6secret"
+                                 "\5\1\0\3\13example.com\0\26";
+    put("fuzz_socks5", "auth_connect", s_auth, sizeof s_auth - 1);
+    static const char s_bind[] = "\5\1\0\5\2\0\1\177\0\0\1\0\120";
+    put("fuzz_socks5", "bind", s_bind, sizeof s_bind - 1);
+    static const char s_nul[] = "\5\1\0\5\1\0\3\3a\0b\0\120";
+    put("fuzz_socks5", "name_nul", s_nul, sizeof s_nul - 1);
     return 0;
 }

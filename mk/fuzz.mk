@@ -13,7 +13,7 @@ FUZZ_FLAGS    = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
 # Only what the parsers use (host_parse lives in hostparse.c), so that a
 # clang-only warning elsewhere in the module cannot break the fuzz build.
-FUZZ_SRC      = $(wildcard src/httpparse*.c src/tlshello.c src/hostparse.c)
+FUZZ_SRC      = $(wildcard src/httpparse*.c src/tlshello.c src/hostparse.c src/socks5.c)
 FUZZ_OBJ      = $(FUZZ_SRC:src/%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_LIBS     =
 

@@ -156,7 +156,7 @@ describe("isolation.proxy SOCKS5", function()
     assert.are.equal("\5\255", c.data)
     c:close()
     -- a request of another version after a good greeting
-    local _, rep
+    local rep
     c, rep = socks(p, "\4\1\0\80\127\0\0\1\0")
     assert.is_true(c:wait_eof())
     assert.are.equal(1, rep)

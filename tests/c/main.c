@@ -24,6 +24,7 @@ int main(void)
     test_response();
     test_chunked();
     test_tlshello();
+    test_socks5();
     printf("%d passed, %d failed\n", test_passed, test_failed);
     return test_failed ? 1 : 0;
 }

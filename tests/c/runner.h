@@ -26,5 +26,6 @@ void test_upstream(void);
 void test_response(void);
 void test_chunked(void);
 void test_tlshello(void);
+void test_socks5(void);
 
 #endif
