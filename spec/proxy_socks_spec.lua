@@ -172,4 +172,117 @@ describe("isolation.proxy SOCKS5", function()
     assert.are.equal(403, c:status())
     p:close()
   end)
+  describe("token", function()
+    local TOKEN = "s3cr3t-Tok3n_value"
+    local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    local function base64(str)
+      return ((str:gsub(".", function(ch)
+        local r, b = "", ch:byte()
+        for i = 8, 1, -1 do r = r .. (b % 2 ^ i - b % 2 ^ (i - 1) > 0 and "1" or "0") end
+        return r
+      end) .. "0000"):gsub("%d%d%d?%d?%d?%d?", function(x)
+        if #x < 6 then return "" end
+        local c = 0
+        for i = 1, 6 do c = c + (x:sub(i, i) == "1" and 2 ^ (6 - i) or 0) end
+        return B64:sub(c + 1, c + 1)
+      end) .. ({ "", "==", "=" })[#str % 3 + 1])
+    end
+
+    local function tproxy()
+      return proxy({ allow = { "pinned.example.com" }, allow_private = true, token = TOKEN,
+        resolve = { ["pinned.example.com"] = { "127.0.0.1" } } })
+    end
+
+    local function http_connect(p, auth)
+      local target = "pinned.example.com:" .. up.raw_port
+      return W.exchange(p:address(), "CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\n" ..
+        (auth and ("Proxy-Authorization: " .. auth .. "\r\n") or "") .. "\r\n")
+    end
+
+    local function no_token_in(events)
+      for _, e in ipairs(events) do
+        for k, v in pairs(e) do
+          assert.is_nil(tostring(v):find(TOKEN, 1, true), "token in event field " .. k)
+          assert.is_nil(tostring(v):find(base64("isolation:" .. TOKEN), 1, true), "credentials in event field " .. k)
+        end
+      end
+    end
+
+    it("HTTP: 407 with Proxy-Authenticate without it, or with a wrong user or token; 200 with it", function()
+      local p = tproxy()
+      local c = http_connect(p, nil)
+      assert.are.equal(407, c:status())
+      assert.matches('Proxy%-Authenticate: Basic realm="isolation"', c.data)
+      c:close()
+      for _, bad in ipairs({ "Basic " .. base64("isolation:wrong"), "Basic " .. base64("root:" .. TOKEN),
+        "Basic " .. base64("isolation:" .. TOKEN .. "x"), "Bearer " .. TOKEN, "Basic " .. TOKEN }) do
+        c = http_connect(p, bad)
+        assert.are.equal(407, c:status(), bad)
+        c:close()
+      end
+      local target = "pinned.example.com:" .. up.raw_port
+      c = W.connect(p:address())
+      c:send("CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\nProxy-Authorization: basic  " ..
+        base64("isolation:" .. TOKEN) .. "\r\n\r\n")
+      assert.is_true(c:wait_for("\r\n\r\n"))
+      assert.are.equal(200, c:status())
+      c:send("PING\n")
+      assert.is_true(c:wait_for("PONG"))
+      c:close()
+      W.settle(0.1)
+      local ev = p:events()
+      p:close()
+      assert.are.equal("auth_required", ev[1].code)
+      no_token_in(ev)
+    end)
+
+    it("SOCKS5: refuses no-auth and a wrong password, tunnels with user isolation and the token", function()
+      local p = tproxy()
+      -- only "no authentication" offered: no acceptable method
+      local c = W.connect(p:address())
+      c:send("\5\1\0")
+      assert.is_true(c:wait_eof())
+      assert.are.equal("\5\255", c.data)
+      c:close()
+      local function auth(user, pass)
+        local k = W.connect(p:address())
+        k:send("\5\1\2")
+        k:wait(function() return #k.data >= 2 or k.eof end, 3)
+        assert.are.equal("\5\2", k.data)
+        k:send("\1" .. string.char(#user) .. user .. string.char(#pass) .. pass)
+        k:wait(function() return #k.data >= 4 or k.eof end, 3)
+        return k, k.data:sub(3, 4)
+      end
+      for _, bad in ipairs({ { "isolation", "wrong" }, { "root", TOKEN }, { "isolation", TOKEN .. "x" },
+        { "isolation", TOKEN:sub(1, -2) } }) do
+        local k, rep = auth(bad[1], bad[2])
+        assert.are.equal("\1\1", rep)
+        assert.is_true(k:wait_eof())
+        k:close()
+      end
+      local k, rep = auth("isolation", TOKEN)
+      assert.are.equal("\1\0", rep)
+      k:send(by_name("pinned.example.com", up.raw_port))
+      k:wait(function() return #k.data >= 14 end, 3)
+      assert.are.equal(0, k.data:byte(6))
+      k:send("PING\n")
+      assert.is_true(k:wait_for("PONG"))
+      k:close()
+      W.settle(0.1)
+      local ev = p:events()
+      p:close()
+      assert.are.equal("auth_required", ev[1].code)
+      assert.are.equal("SOCKS5", ev[1].method)
+      no_token_in(ev)
+    end)
+
+    it("refuses a token that is not a short printable string, without echoing it", function()
+      for _, t in ipairs({ "", "has space", string.rep("x", 256), 42, "nl\n" }) do
+        local p, err = isolation.proxy({ allow = {}, listen = "127.0.0.1:0", token = t })
+        assert.is_nil(p)
+        assert.matches("token", err)
+        if type(t) == "string" and #t > 0 then assert.is_nil(err:find(t, 1, true)) end
+      end
+    end)
+  end)
 end)

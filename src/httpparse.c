@@ -353,6 +353,10 @@ static int finish_request(struct http_request *req, struct head_state *st,
     size_t kept = 0;
     for (size_t i = 0; i < req->nheaders; i++) {
         const struct http_span *nm = &req->headers[i].name;
+        if (http_ieq(nm->p, nm->n, "proxy-authorization")) {
+            req->proxy_auth = req->headers[i].value;
+            req->proxy_auths++;
+        }
         if (is_hop_by_hop(nm->p, nm->n) ||
             named_by_connection(st->conn, st->nconn, nm->p, nm->n))
             continue;
@@ -369,6 +373,9 @@ int http_parse_request(const char *buf, size_t len, size_t max_head,
     size_t eol = 0;
     req->head_len = 0;
     req->nheaders = 0;
+    req->proxy_auth.p = NULL;
+    req->proxy_auth.n = 0;
+    req->proxy_auths = 0;
     req->content_length = 0;
     req->body = BODY_NONE;
     req->keep_alive = false;

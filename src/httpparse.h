@@ -52,6 +52,10 @@ struct http_request {
      * left out. */
     size_t nheaders;
     struct http_header headers[HTTP_MAX_HEADERS];
+    /* The Proxy-Authorization value (the last one) and how many came:
+     * the proxy checks it, and never sends it upstream. */
+    struct http_span proxy_auth;
+    unsigned proxy_auths;
 };
 
 /*

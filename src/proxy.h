@@ -100,6 +100,13 @@ struct proxy_opts {
     /* Listeners a unix socket client may hand over (proxy_pass.c): at
      * most this many held at once; 0: none taken. */
     unsigned accept_listeners;
+    /* token: every request must carry it (proxy_auth.c); token_len 0:
+     * none asked. token_basic is base64("isolation:" token), what HTTP
+     * Basic sends. */
+    uint8_t token[255];
+    size_t token_len;
+    char token_basic[360];
+    size_t token_basic_len;
     struct proxy_resolve *resolve;
     size_t nresolve;
 };
@@ -362,7 +369,7 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
 enum { PASS_PROBE = 1, PASS_CONTROL = 2 };
 
 /* proxy_socks.c: SOCKS5 on the same listeners (a first byte 0x05). */
-enum { SOCKS_GREETING = 1, SOCKS_REQUEST = 2, SOCKS_ASKED = 3 };
+enum { SOCKS_GREETING = 1, SOCKS_REQUEST = 2, SOCKS_ASKED = 3, SOCKS_AUTH = 4 };
 /* Parses what the head buffer holds at the connection's stage. */
 void proxy_socks_head(struct conn *c);
 /* The SOCKS reply for a refusal by its event code (SOCKS_ASKED only). */
@@ -376,6 +383,14 @@ void conn_handle_request(struct conn *c, const struct http_request *req,
 void conn_reply_refusal(struct conn *c, int status, const char *type,
                         const char *code, const char *reason);
 void conn_end_client_now(struct conn *c);
+
+/* proxy_auth.c: the token (constant time in the token's length). */
+void proxy_token_set(struct proxy_opts *o, const char *token, size_t len);
+bool proxy_token_http_ok(const struct proxy_opts *o, const char *value,
+                         size_t len);
+bool proxy_token_socks_ok(const struct proxy_opts *o, const uint8_t *user,
+                          size_t user_len, const uint8_t *pass,
+                          size_t pass_len);
 /* The first byte of a handover: no HTTP request starts with it. */
 #define PASS_MAGIC "\0isolation-pass 1\n"
 /* Most listeners one handover may carry (the HTTP port, a SOCKS port). */

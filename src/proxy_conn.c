@@ -578,6 +578,8 @@ static const char *status_text(int status)
         return "Bad Request";
     case 403:
         return "Forbidden";
+    case 407:
+        return "Proxy Authentication Required";
     case 408:
         return "Request Timeout";
     case 414:
@@ -654,10 +656,14 @@ static size_t reply_text(int status, const char *reason, char *msg, size_t cap)
     if (bl < 0 || (size_t)bl >= sizeof body)
         bl = (int)sizeof body - 1;
     int ml = snprintf(msg, cap,
-                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain; "
+                      "HTTP/1.1 %d %s\r\n%sContent-Type: text/plain; "
                       "charset=utf-8\r\nContent-Length: %d\r\nConnection: "
                       "close\r\n\r\n%.*s",
-                      status, status_text(status), bl, bl, body);
+                      status, status_text(status),
+                      status == 407
+                          ? "Proxy-Authenticate: Basic realm=\"isolation\"\r\n"
+                          : "",
+                      bl, bl, body);
     if (ml < 0 || (size_t)ml >= cap)
         ml = (int)cap - 1;
     return (size_t)ml;
@@ -1216,6 +1222,22 @@ static void conn_parse_head(struct conn *c)
         c->head_len = 0;
         conn_reply(c, -r, "deny", parse_code(-r),
                    why ? why : "malformed request");
+        return;
+    }
+    const struct proxy_opts *o = &c->px->opts;
+    if (o->token_len &&
+        (req.proxy_auths != 1 ||
+         !proxy_token_http_ok(o, req.proxy_auth.p, req.proxy_auth.n))) {
+        size_t ml = req.method.n < sizeof c->method ? req.method.n
+                                                    : sizeof c->method - 1;
+        memcpy(c->method, req.method.p, ml);
+        c->method[ml] = '\0';
+        memcpy(c->host, req.host, sizeof c->host);
+        c->port = req.port;
+        c->head_len = 0;
+        conn_reply(c, 407, "deny", "auth_required",
+                   "this proxy needs its token (Proxy-Authorization: Basic, "
+                   "user isolation)");
         return;
     }
     handle_request(c, &req, (size_t)r);

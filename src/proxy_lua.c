@@ -42,6 +42,7 @@ static const char *const known_opts[] = {"allow",
                                          "audit_log",
                                          "session",
                                          "accept_listeners",
+                                         "token",
                                          NULL};
 
 static proxy_ud *check_ud(lua_State *L)
@@ -248,7 +249,7 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
                             "allow_private, resolve, sni, header_timeout, "
                             "connect_timeout, dns_timeout, idle_timeout, "
                             "max_header_bytes, max_connections, report, "
-                            "audit_log, session, accept_listeners)",
+                            "audit_log, session, accept_listeners, token)",
                             luaL_tolstring(L, -1, NULL));
             return -1;
         }
@@ -273,6 +274,25 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
     o->max_header_bytes = (size_t)mh;
     o->max_connections = (unsigned)mc;
     o->accept_listeners = (unsigned)al;
+
+    lua_getfield(L, 1, "token");
+    if (!lua_isnil(L, -1)) {
+        size_t len = 0;
+        const char *s =
+            lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        bool ok = s && len >= 1 && len <= sizeof o->token;
+        for (size_t i = 0; ok && i < len; i++)
+            ok = s[i] > 0x20 && s[i] < 0x7f;
+        /* The value is a secret: the message names the rule, not it. */
+        if (!ok) {
+            lua_pushstring(L, "isolation: proxy option token must be a "
+                              "string of 1 to 255 printable ASCII bytes "
+                              "without spaces");
+            return -1;
+        }
+        proxy_token_set(o, s, len);
+    }
+    lua_pop(L, 1);
 
     lua_getfield(L, 1, "sni");
     if (!lua_isnil(L, -1)) {

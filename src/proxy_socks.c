@@ -38,20 +38,64 @@ static bool socks_greeting(struct conn *c)
 {
     struct socks5_greeting g;
     int r = socks5_parse_greeting((const uint8_t *)c->head, c->head_len, &g);
-    if (r == 0)
+    if (r == 0) {
+        conn_update_reads(c);
         return false;
+    }
     if (r < 0) {
         socks_bad(c, "malformed SOCKS5 greeting");
         return false;
     }
     socks_consume(c, (size_t)r);
-    uint8_t reply[2] = {5, g.no_auth ? SOCKS5_METHOD_NONE : 0xff};
+    bool need_token = c->px->opts.token_len > 0;
+    bool ok = need_token ? g.userpass : g.no_auth;
+    uint8_t reply[2] = {5, !ok          ? 0xff
+                           : need_token ? SOCKS5_METHOD_USERPASS
+                                        : SOCKS5_METHOD_NONE};
     if (socks_send(c, reply, sizeof reply) < 0) {
         conn_close(c);
         return false;
     }
-    if (!g.no_auth) {
+    if (!ok && need_token) {
+        c->head_len = 0;
+        conn_reply_refusal(c, 407, "deny", "auth_required",
+                           "this proxy needs its token (SOCKS5 "
+                           "username/password, user isolation)");
+        return false;
+    }
+    if (!ok) {
         socks_bad(c, "no acceptable SOCKS5 authentication method");
+        return false;
+    }
+    c->socks = need_token ? SOCKS_AUTH : SOCKS_REQUEST;
+    return true;
+}
+
+/* RFC 1929: the token as the password of user "isolation". */
+static bool socks_auth(struct conn *c)
+{
+    struct socks5_auth a;
+    int r = socks5_parse_auth((const uint8_t *)c->head, c->head_len, &a);
+    if (r == 0) {
+        conn_update_reads(c);
+        return false;
+    }
+    if (r < 0) {
+        socks_bad(c, "malformed SOCKS5 username/password message");
+        return false;
+    }
+    bool ok = proxy_token_socks_ok(&c->px->opts, a.user, a.user_len, a.pass,
+                                   a.pass_len);
+    socks_consume(c, (size_t)r);
+    uint8_t reply[2] = {1, ok ? 0 : 1};
+    if (socks_send(c, reply, sizeof reply) < 0) {
+        conn_close(c);
+        return false;
+    }
+    if (!ok) {
+        c->head_len = 0;
+        conn_reply_refusal(c, 407, "deny", "auth_required",
+                           "wrong SOCKS5 username or password");
         return false;
     }
     c->socks = SOCKS_REQUEST;
@@ -104,6 +148,8 @@ void proxy_socks_head(struct conn *c)
         memcpy(c->method, "SOCKS5", 7);
     }
     if (c->socks == SOCKS_GREETING && !socks_greeting(c))
+        return;
+    if (c->socks == SOCKS_AUTH && !socks_auth(c))
         return;
     if (c->socks == SOCKS_REQUEST)
         socks_request(c);
