@@ -528,13 +528,21 @@ describe("isolate", function()
     it("listens on a free loopback port with --listen 127.0.0.1:0; --quiet logs nothing; SIGINT ends it", function()
       local p = cli.spawn({ cli.ISOLATE, "proxy", "--listen", "127.0.0.1:0", "--quiet", "--allow",
         "127.0.0.1:" .. up.port, "--allow", "other.example.com" })
-      assert.truthy(cli.wait_for(function() return p.out:find("\n", 1, true) end, 30), p.err)
-      local port = p.out:match("^127%.0%.0%.1:(%d+)\n$")
+      assert.truthy(cli.wait_for(function() return select(2, p.out:gsub("\n", "")) >= 2 end, 30), p.err)
+      local port, url = p.out:match("^127%.0%.0%.1:(%d+)\n(http://isolation:%x+@127%.0%.0%.1:%d+)\n$")
       assert.truthy(port, p.out)
-      local code, out = helpers.run("curl -s --max-time 20 -x http://127.0.0.1:" .. port
-        .. " http://127.0.0.1:" .. up.port .. "/via-tcp")
+      assert.are.equal("127.0.0.1:" .. port, url:match("@(.*)$"))
+      -- the token is required (407) and the printed URL carries it
+      local code, out = helpers.run("curl -s -o /dev/null -w '%{http_code}' --max-time 20 -x http://127.0.0.1:"
+        .. port .. " http://127.0.0.1:" .. up.port .. "/via-tcp")
+      assert.are.equal("407", out, code)
+      code, out = helpers.run("curl -s --max-time 20 -x " .. url .. " http://127.0.0.1:" .. up.port .. "/via-tcp")
       assert.are.equal(0, code)
       assert.are.equal("hello from upstream GET /via-tcp HTTP/1.1\n", out)
+      code, out = helpers.run("curl -s --max-time 20 -x " .. url:gsub("^http", "socks5h") .. " http://127.0.0.1:"
+        .. up.port .. "/via-socks")
+      assert.are.equal(0, code)
+      assert.are.equal("hello from upstream GET /via-socks HTTP/1.1\n", out)
       p.kill("sigint")
       local status, _, err = p.wait(30)
       assert.are.equal(0, status, err)

@@ -185,7 +185,7 @@ describe("isolate proxy's log", function()
   end)
 
   it("writes one inert line per event whatever a client puts in its server name or request", function()
-    local p = cli.spawn({ cli.ISOLATE, "proxy", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1" })
+    local p = cli.spawn({ cli.ISOLATE, "proxy", "--listen", "127.0.0.1:0", "--no-token", "--allow", "127.0.0.1" })
     assert.truthy(cli.wait_for(function() return p.out:find("\n", 1, true) end, 30), p.err)
     local port = tonumber(p.out:match("^127%.0%.0%.1:(%d+)\n$"))
     assert.truthy(port, p.out)
