@@ -166,6 +166,37 @@ describe("isolation.proxy SOCKS5", function()
     for _, e in ipairs(ev) do assert.are.equal("bad_request", e.code) end
   end)
 
+  it("takes greeting, request and early tunnel bytes sent in one write (optimistic client)", function()
+    local p = proxy({ allow = { "127.0.0.1:" .. up.raw_port } })
+    local c = W.connect(p:address())
+    c:send("\5\1\0" .. by_ipv4(127, 0, 0, 1, up.raw_port) .. "PING\n")
+    assert.is_true(c:wait_for("PONG"))
+    assert.are.equal("\5\0\5\0\0\1\0\0\0\0\0\0", c.data:sub(1, 12))
+    c:close()
+    p:close()
+  end)
+
+  it("closes a stalled greeting or request at header_timeout, with a header_timeout event", function()
+    local p = proxy({ allow = { "*.example.com" }, header_timeout = 0.3 })
+    local c1 = W.connect(p:address())
+    c1:send("\5\2\0") -- one method still missing
+    local c2 = W.connect(p:address())
+    c2:send("\5\1\0\5\1\0\3\30pinned") -- half a name
+    assert.is_true(c1:wait_eof(3))
+    assert.is_true(c2:wait_eof(3))
+    assert.are.equal("", c1.data)
+    assert.are.equal("\5\0", c2.data)
+    c1:close()
+    c2:close()
+    local ev = p:events()
+    p:close()
+    assert.are.equal(2, #ev)
+    for _, e in ipairs(ev) do
+      assert.are.equal("header_timeout", e.code)
+      assert.are.equal("SOCKS5", e.method)
+    end
+  end)
+
   it("keeps HTTP working on the same listener", function()
     local p = proxy({ allow = { "other.example.com" } })
     local c = W.exchange(p:address(), "CONNECT pinned.example.com:443 HTTP/1.1\r\nHost: pinned.example.com:443\r\n\r\n")
