@@ -116,7 +116,7 @@ ROCK_LOAD = local tree, checkout = os.getenv("TREE"), os.getenv("CHECKOUT"); \
     .. ", cjson " .. require("cjson")._VERSION .. ") load from the installed tree, BRIDGE " .. i.BRIDGE)
 
 rockcheck: deps all
-	@want=$$(ls src/*.c | sort); have=$$(grep -o 'src/[a-z_]*\.c' isolation-scm-1.rockspec | sort); \
+	@want=$$(ls src/*.c | sort); have=$$(grep -o 'src/[a-z0-9_]*\.c' isolation-scm-1.rockspec | sort); \
 	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from src/*.c:"; \
 	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
