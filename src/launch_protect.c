@@ -42,37 +42,6 @@ const char *const launch_protected_default[] = {
     ".lefthook.yml", /* what the installed git hook runs */
     NULL};
 
-/*
- * The parts of each agent's own config that name commands the agent runs
- * on the host later, in every project (see docs/launch.md for the sources):
- * read-only inside the read-write agent bind, which stays writable for
- * credentials and state.
- */
-const char *const *launch_agent_protected(const char *agent)
-{
-    static const char *const claude[] = {
-        "$HOME/.claude/settings.json", "$HOME/.claude/settings.local.json",
-        "$HOME/.claude/commands",      "$HOME/.claude/agents",
-        "$HOME/.claude/hooks",         "$HOME/.claude/plugins",
-        "$HOME/.claude/skills",        NULL};
-    static const char *const codex[] = {
-        "$HOME/.codex/config.toml", "$HOME/.codex/prompts",
-        "$HOME/.codex/rules", "$HOME/.codex/skills", NULL};
-    static const char *const gemini[] = {
-        "$HOME/.gemini/settings.json", "$HOME/.gemini/commands",
-        "$HOME/.gemini/extensions", "$HOME/.gemini/.env", NULL};
-    static const char *const none[] = {NULL};
-    if (!agent)
-        return none;
-    if (strcmp(agent, "claude") == 0)
-        return claude;
-    if (strcmp(agent, "codex") == 0)
-        return codex;
-    if (strcmp(agent, "gemini") == 0)
-        return gemini;
-    return none;
-}
-
 /* Why a protect entry is refused, or NULL. */
 static const char *relative_problem(const char *p, size_t len, bool docker)
 {

@@ -595,21 +595,57 @@ const char *const launch_ca_env[] = {"SSL_CERT_FILE",
                                      "CURL_CA_BUNDLE",
                                      NULL};
 
+/*
+ * The agents with files of their own under $HOME, in one table: their
+ * config binds (read-write), and within those the parts that name commands
+ * the agent runs on the host later, in every project (read-only inside;
+ * see docs/launch.md for the sources). Any other agent has neither.
+ */
+static const char *const none[] = {NULL};
+static const char *const claude_binds[] = {"$HOME/.claude",
+                                           "$HOME/.claude.json", NULL};
+static const char *const claude_commands[] = {
+    "$HOME/.claude/settings.json", "$HOME/.claude/settings.local.json",
+    "$HOME/.claude/commands",      "$HOME/.claude/agents",
+    "$HOME/.claude/hooks",         "$HOME/.claude/plugins",
+    "$HOME/.claude/skills",        NULL};
+static const char *const codex_binds[] = {"$HOME/.codex", NULL};
+static const char *const codex_commands[] = {
+    "$HOME/.codex/config.toml", "$HOME/.codex/prompts", "$HOME/.codex/rules",
+    "$HOME/.codex/skills", NULL};
+static const char *const gemini_binds[] = {"$HOME/.gemini",
+                                           "$HOME/.config/gemini", NULL};
+static const char *const gemini_commands[] = {
+    "$HOME/.gemini/settings.json", "$HOME/.gemini/commands",
+    "$HOME/.gemini/extensions", "$HOME/.gemini/.env", NULL};
+
+static const struct agent_files {
+    const char *name;
+    const char *const *binds;
+    const char *const *commands;
+} agent_files[] = {
+    {"claude", claude_binds, claude_commands},
+    {"codex", codex_binds, codex_commands},
+    {"gemini", gemini_binds, gemini_commands},
+};
+
+static const struct agent_files *agent_files_of(const char *agent)
+{
+    for (size_t i = 0; agent && i < sizeof agent_files / sizeof *agent_files;
+         i++)
+        if (strcmp(agent, agent_files[i].name) == 0)
+            return &agent_files[i];
+    return NULL;
+}
+
 const char *const *launch_agent_paths(const char *agent)
 {
-    static const char *const claude[] = {"$HOME/.claude", "$HOME/.claude.json",
-                                         NULL};
-    static const char *const codex[] = {"$HOME/.codex", NULL};
-    static const char *const gemini[] = {"$HOME/.gemini",
-                                         "$HOME/.config/gemini", NULL};
-    static const char *const none[] = {NULL};
-    if (!agent)
-        return none;
-    if (strcmp(agent, "claude") == 0)
-        return claude;
-    if (strcmp(agent, "codex") == 0)
-        return codex;
-    if (strcmp(agent, "gemini") == 0)
-        return gemini;
-    return none;
+    const struct agent_files *f = agent_files_of(agent);
+    return f ? f->binds : none;
+}
+
+const char *const *launch_agent_protected(const char *agent)
+{
+    const struct agent_files *f = agent_files_of(agent);
+    return f ? f->commands : none;
 }
