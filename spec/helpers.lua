@@ -58,6 +58,18 @@ function helpers.write(path, data)
   f:close()
 end
 
+--- The lines of a JSON Lines file (an audit log), each decoded with
+--- lua-cjson; an empty array when the file does not exist.
+function helpers.read_json_lines(path)
+  local out = {}
+  local f = io.open(path, "rb")
+  if not f then return out end
+  local cjson = require("cjson")
+  for l in f:lines() do out[#out + 1] = cjson.decode(l) end
+  f:close()
+  return out
+end
+
 function helpers.read(path)
   local f = io.open(path, "rb")
   if not f then return nil end

@@ -35,14 +35,7 @@ local function connect_req(target)
   return "CONNECT " .. target .. " HTTP/1.1\r\nHost: " .. target .. "\r\n\r\n"
 end
 
-local function read_log(path)
-  local out = {}
-  local f = io.open(path, "rb")
-  if not f then return out end
-  for l in f:lines() do out[#out + 1] = cjson.decode(l) end
-  f:close()
-  return out
-end
+local read_log = helpers.read_json_lines
 
 describe("proxy audit log", function()
   local up, tmp, log, p

@@ -3,7 +3,6 @@
 -- launcher starts nothing (the requests go to the session sockets from
 -- here), so this needs no sandbox.
 local uv = require("luv")
-local cjson = require("cjson")
 local helpers = require("helpers")
 local glue = require("support.glue")
 local upstream = require("support.upstream")
@@ -23,14 +22,7 @@ local function get_via(path, url)
   return status, err
 end
 
-local function read_log(path)
-  local out = {}
-  local f = io.open(path, "rb")
-  if not f then return out end
-  for l in f:lines() do out[#out + 1] = cjson.decode(l) end
-  f:close()
-  return out
-end
+local read_log = helpers.read_json_lines
 
 describe("session.manager audit_log", function()
   local root, mgr, up
