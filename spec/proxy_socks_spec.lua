@@ -121,7 +121,7 @@ describe("isolation.proxy SOCKS5", function()
     assert.are.equal("SOCKS5", ev[1].method)
   end)
 
-  it("refuses names with NUL or control bytes, over-long and empty names, port 0, a bad ATYP", function()
+  it("refuses names with NUL or control bytes, over-long and empty names, port 0", function()
     local p = proxy({ allow = { "*.example.com" }, allow_private = true })
     local bad = {
       by_name("a\0.example.com", 80),
@@ -129,7 +129,6 @@ describe("isolation.proxy SOCKS5", function()
       by_name(string.rep("a", 250) .. ".com", 80),
       by_name("", 80),
       by_name("pinned.example.com", 0),
-      "\5\1\0\9\1\2\3\4\0\80",
       "\5\1\1\1\127\0\0\1\0\80", -- reserved byte not zero
     }
     for i, req in ipairs(bad) do
@@ -139,6 +138,30 @@ describe("isolation.proxy SOCKS5", function()
       c:close()
     end
     p:close()
+  end)
+
+  it("answers an unknown address type with 0x08 (address type not supported), then closes", function()
+    local p = proxy({ allow = { "127.0.0.1", "*.example.com" }, allow_private = true })
+    -- 0 and 2 sit between the real types 1, 3 and 4; 9 and 255 beyond them
+    for _, atyp in ipairs({ 0, 2, 5, 9, 255 }) do
+      local c, rep = socks(p, "\5\1\0" .. string.char(atyp) .. "\127\0\0\1" .. be16(up.raw_port))
+      assert.are.equal(8, rep, "ATYP " .. atyp)
+      assert.are.equal("\5\8\0\1\0\0\0\0\0\0", c.data:sub(3, 12), "ATYP " .. atyp)
+      assert.is_true(c:wait_eof(), "ATYP " .. atyp)
+      c:close()
+    end
+    local ev = {}
+    W.run_until(function()
+      for _, e in ipairs(p:events()) do ev[#ev + 1] = e end
+      return #ev >= 5
+    end, 3)
+    p:close()
+    assert.are.equal(5, #ev)
+    for _, e in ipairs(ev) do
+      assert.are.equal("SOCKS5", e.method)
+      assert.are.equal("bad_request", e.code)
+      assert.matches("address type", e.reason)
+    end
   end)
 
   it("closes on a bad greeting: no methods, no acceptable method, version 4 request", function()

@@ -369,7 +369,14 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
 enum { PASS_PROBE = 1, PASS_CONTROL = 2 };
 
 /* proxy_socks.c: SOCKS5 on the same listeners (a first byte 0x05). */
-enum { SOCKS_GREETING = 1, SOCKS_REQUEST = 2, SOCKS_ASKED = 3, SOCKS_AUTH = 4 };
+/* SOCKS_ANSWERED: a malformed request's reply is sent already. */
+enum {
+    SOCKS_GREETING = 1,
+    SOCKS_REQUEST = 2,
+    SOCKS_ASKED = 3,
+    SOCKS_AUTH = 4,
+    SOCKS_ANSWERED = 5
+};
 /* Parses what the head buffer holds at the connection's stage. */
 void proxy_socks_head(struct conn *c);
 /* The SOCKS reply for a refusal by its event code (SOCKS_ASKED only). */

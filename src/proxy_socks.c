@@ -9,7 +9,8 @@
  * ASSOCIATE get "command not supported". A malformed greeting closes the
  * connection without a reply (a SOCKS client has nothing to read in an
  * HTTP error, and a reply to a non-SOCKS peer would be noise); a
- * malformed request gets the general failure reply.
+ * malformed request gets the general failure reply, an unknown address
+ * type "address type not supported" (0x08).
  */
 #include <string.h>
 
@@ -102,6 +103,24 @@ static bool socks_auth(struct conn *c)
     return true;
 }
 
+/*
+ * A request the parser refused: its reply is sent here, with the code the
+ * error calls for (an unknown ATYP is "address type not supported", which
+ * tells a client to try another form), and the refusal sends no second.
+ */
+static void socks_malformed(struct conn *c, int err)
+{
+    uint8_t reply[10] = {5, socks5_reply_for(err), 0, 1};
+    if (socks_send(c, reply, sizeof reply) < 0) {
+        conn_close(c);
+        return;
+    }
+    c->socks = SOCKS_ANSWERED;
+    socks_bad(c, err == SOCKS5_E_NAME   ? "bad SOCKS5 host name"
+                 : err == SOCKS5_E_ATYP ? "unsupported SOCKS5 address type"
+                                        : "malformed SOCKS5 request");
+}
+
 static void socks_request(struct conn *c)
 {
     struct socks5_request q;
@@ -110,12 +129,11 @@ static void socks_request(struct conn *c)
         conn_update_reads(c);
         return;
     }
-    c->socks = SOCKS_ASKED;
     if (r < 0) {
-        socks_bad(c, r == SOCKS5_E_NAME ? "bad SOCKS5 host name"
-                                        : "malformed SOCKS5 request");
+        socks_malformed(c, r);
         return;
     }
+    c->socks = SOCKS_ASKED;
     memcpy(c->host, q.host, sizeof c->host);
     c->port = q.port;
     if (q.cmd != SOCKS5_CMD_CONNECT) {

@@ -115,3 +115,8 @@ int socks5_parse_request(const uint8_t *p, size_t n, struct socks5_request *r)
     r->port = (p[off + alen] << 8) | p[off + alen + 1];
     return (int)total;
 }
+
+uint8_t socks5_reply_for(int err)
+{
+    return err == SOCKS5_E_ATYP ? SOCKS5_REP_ATYP : SOCKS5_REP_GENERAL;
+}

@@ -62,4 +62,8 @@ int socks5_parse_greeting(const uint8_t *p, size_t n,
 int socks5_parse_auth(const uint8_t *p, size_t n, struct socks5_auth *a);
 int socks5_parse_request(const uint8_t *p, size_t n, struct socks5_request *r);
 
+/* The reply code for a request the parser refused (a SOCKS5_E_* value):
+ * "address type not supported" for an unknown ATYP, else general failure. */
+uint8_t socks5_reply_for(int err);
+
 #endif

@@ -98,9 +98,27 @@ static void requests(void)
     CHECK(socks5_parse_request(big, sizeof big, &r) == SOCKS5_E_NAME);
 }
 
+/* The reply for a refused request: 0x08 only for an unknown ATYP. */
+static void replies(void)
+{
+    struct socks5_request r;
+    static const uint8_t atyps[] = {0, 2, 5, 9, 255};
+    for (size_t i = 0; i < sizeof atyps; i++) {
+        uint8_t q[10] = {5, 1, 0, atyps[i], 127, 0, 0, 1, 0, 80};
+        int e = socks5_parse_request(q, sizeof q, &r);
+        CHECKM(e == SOCKS5_E_ATYP, "ATYP %u", atyps[i]);
+        CHECKM(socks5_reply_for(e) == SOCKS5_REP_ATYP, "ATYP %u", atyps[i]);
+    }
+    CHECK(SOCKS5_REP_ATYP == 0x08);
+    CHECK(socks5_reply_for(SOCKS5_E_VERSION) == SOCKS5_REP_GENERAL);
+    CHECK(socks5_reply_for(SOCKS5_E_BAD) == SOCKS5_REP_GENERAL);
+    CHECK(socks5_reply_for(SOCKS5_E_NAME) == SOCKS5_REP_GENERAL);
+}
+
 void test_socks5(void)
 {
     greetings();
     auths();
     requests();
+    replies();
 }
