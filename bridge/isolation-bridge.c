@@ -1,10 +1,12 @@
 /*
- * isolation-bridge PORT SOCKET
- * isolation-bridge --pass PORT SOCKET COMMAND [ARG...]   (bridge/pass.c)
+ * isolation-bridge PORT[,PORT] SOCKET
+ * isolation-bridge --pass PORT[,PORT] SOCKET COMMAND [ARG...] (bridge/pass.c)
  *
- * Listens on 127.0.0.1:PORT and relays every TCP client, both ways, to a
- * new connection to the unix socket SOCKET. It is the in-sandbox bridge
- * from the sandbox's private loopback to the egress proxy's socket.
+ * Listens on 127.0.0.1:PORT (and on the second PORT: the launch script
+ * gives the HTTP proxy port and the SOCKS5 port) and relays every TCP
+ * client, both ways, to a new connection to the unix socket SOCKET. It is
+ * the in-sandbox bridge from the sandbox's private loopback to the egress
+ * proxy's socket.
  *
  * Contract with the launch script: the program binds and listens, then
  * forks; the parent exits 0 only once the child's loop is set up, so a
@@ -41,7 +43,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define USAGE "usage: isolation-bridge PORT SOCKET\n"
+#define USAGE                                                                  \
+    "usage: isolation-bridge PORT SOCKET\n"                                    \
+    "       isolation-bridge PORT,PORT SOCKET   (two different ports)\n"
 
 static int fail(int code, const char *what, const char *detail)
 {
@@ -89,14 +93,14 @@ static void close_inherited(void)
         close(fd);
 }
 
-static int child(int listen_fd, const char *path, int ready_fd)
+static int child(const int *listen_fds, int n, const char *path, int ready_fd)
 {
     setsid();
     if (chdir("/") < 0) /* hold no directory of the caller busy */
         return fail(1, "chdir /", strerror(errno));
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
-    if (relay_init(listen_fd, path) < 0)
+    if (relay_init(listen_fds, n, path) < 0)
         return fail(1, "event loop", strerror(errno));
     quiet_stdio();
     char ok = 1;
@@ -139,17 +143,18 @@ int main(int argc, char **argv)
         fputs(USAGE, stderr);
         return 2;
     }
-    int port = bridge_parse_port(argv[1]);
-    if (port < 0)
+    int ports[BRIDGE_MAX_PORTS];
+    int nports = bridge_parse_ports(argv[1], ports);
+    if (nports < 0)
         return bad_arg("PORT must be a number from 1 to 65535", argv[1]);
     size_t len = strlen(argv[2]);
     if (len == 0 || len >= sizeof((struct sockaddr_un *)0)->sun_path)
         return bad_arg("SOCKET must be a path of 1 to 107 bytes", argv[2]);
 
-    int fd = bridge_listen_loopback(port, SOCK_NONBLOCK);
-    if (fd < 0) {
+    int fds[BRIDGE_MAX_PORTS], failed = 0;
+    if (bridge_listen_all(ports, nports, SOCK_NONBLOCK, fds, &failed) < 0) {
         char where[32];
-        snprintf(where, sizeof where, "127.0.0.1:%d", port);
+        snprintf(where, sizeof where, "127.0.0.1:%d", failed);
         return fail(1, where, strerror(errno));
     }
     int ready[2];
@@ -161,9 +166,10 @@ int main(int argc, char **argv)
         return fail(1, "fork", strerror(errno));
     if (pid == 0) {
         close(ready[0]);
-        _exit(child(fd, argv[2], ready[1]));
+        _exit(child(fds, nports, argv[2], ready[1]));
     }
     close(ready[1]);
-    close(fd);
+    for (int i = 0; i < nports; i++)
+        close(fds[i]);
     return parent(pid, ready[0]);
 }

@@ -13,6 +13,11 @@
  *
  * Sockets are edge-triggered, registered once: an endpoint remembers that
  * it is readable or writable until a call returns EAGAIN.
+ *
+ * Up to RELAY_MAX_LISTENERS listening sockets (the HTTP proxy port and the
+ * SOCKS5 port) feed the same loop: every client of any of them gets its own
+ * connection to the same unix socket (the proxy tells the protocols apart
+ * by their first byte).
  */
 #include "relay.h"
 
@@ -78,7 +83,8 @@ struct pair {
 
 static struct {
     int epfd;
-    int listen_fd;
+    int listen_fd[RELAY_MAX_LISTENERS]; /* their epoll data: &listen_fd[i] */
+    int nlisten;
     struct sockaddr_un upstream;
     socklen_t upstream_len;
     long long accept_paused_until;
@@ -304,17 +310,22 @@ static void retry_waiting(void)
     }
 }
 
-static void accept_clients(void)
+/* Out of descriptors: every listener pauses, or they spin. */
+static void pause_accepting(void)
+{
+    for (int i = 0; i < R.nlisten; i++)
+        epoll_ctl(R.epfd, EPOLL_CTL_DEL, R.listen_fd[i], NULL);
+    R.accept_paused_until = now_ms() + ACCEPT_PAUSE_MS;
+}
+
+static void accept_clients(int listen_fd)
 {
     for (int i = 0; i < 64; i++) {
-        int fd = accept4(R.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-                errno == ENOMEM) {
-                /* Level-triggered listener: pause it or it spins. */
-                epoll_ctl(R.epfd, EPOLL_CTL_DEL, R.listen_fd, NULL);
-                R.accept_paused_until = now_ms() + ACCEPT_PAUSE_MS;
-            }
+                errno == ENOMEM)
+                pause_accepting(); /* level-triggered listeners */
             return; /* EAGAIN, or a client that gave up already */
         }
         int one = 1;
@@ -342,12 +353,30 @@ static void accept_clients(void)
 
 static int listen_watch(void)
 {
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    return epoll_ctl(R.epfd, EPOLL_CTL_ADD, R.listen_fd, &ev);
+    for (int i = 0; i < R.nlisten; i++) {
+        struct epoll_event ev = {.events = EPOLLIN,
+                                 .data.ptr = &R.listen_fd[i]};
+        if (epoll_ctl(R.epfd, EPOLL_CTL_ADD, R.listen_fd[i], &ev) < 0)
+            return -1;
+    }
+    return 0;
 }
 
-int relay_init(int listen_fd, const char *unix_path)
+/* The listener whose epoll data is ptr, or -1 (ptr is an endpoint). */
+static int listener_of(const void *ptr)
 {
+    for (int i = 0; i < R.nlisten; i++)
+        if (ptr == &R.listen_fd[i])
+            return R.listen_fd[i];
+    return -1;
+}
+
+int relay_init(const int *listen_fds, int n, const char *unix_path)
+{
+    if (n < 1 || n > RELAY_MAX_LISTENERS) {
+        errno = EINVAL;
+        return -1;
+    }
     size_t len = strlen(unix_path);
     if (len == 0 || len >= sizeof R.upstream.sun_path) {
         errno = ENAMETOOLONG;
@@ -358,7 +387,9 @@ int relay_init(int listen_fd, const char *unix_path)
     memcpy(R.upstream.sun_path, unix_path, len);
     R.upstream_len =
         (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
-    R.listen_fd = listen_fd;
+    for (int i = 0; i < n; i++)
+        R.listen_fd[i] = listen_fds[i];
+    R.nlisten = n;
     R.epfd = epoll_create1(EPOLL_CLOEXEC);
     if (R.epfd < 0)
         return -1;
@@ -397,11 +428,12 @@ int relay_run(void)
             return -1;
         }
         for (int i = 0; i < n; i++) {
-            struct endpoint *e = events[i].data.ptr;
-            if (e == NULL) {
-                accept_clients();
+            int lfd = listener_of(events[i].data.ptr);
+            if (lfd >= 0) {
+                accept_clients(lfd);
                 continue;
             }
+            struct endpoint *e = events[i].data.ptr;
             if (e->pair->dead)
                 continue;
             uint32_t ev = events[i].events;

@@ -350,6 +350,14 @@ describe("isolation-bridge", function()
       { "3128 ''", "SOCKET must be a path of 1 to 107 bytes" },
       { "3128 /" .. string.rep("s", 120), "SOCKET must be" },
       { "3128 /x.sock extra", "usage" },
+      -- PORT,PORT: two different ports, nothing else
+      { "3128,3128 /x.sock", "PORT must be a number from 1 to 65535 %(got \"3128,3128\"%)" },
+      { "3128,1080,1081 /x.sock", "PORT must be" },
+      { "3128, /x.sock", "PORT must be" },
+      { ",1080 /x.sock", "PORT must be" },
+      { "3128,0 /x.sock", "PORT must be" },
+      { "'3128;1080' /x.sock", "PORT must be" },
+      { "000003128,1080 /x.sock", "PORT must be" },
     }
     for _, case in ipairs(cases) do
       local code, out, err = helpers.run(bin .. " " .. case[1])
@@ -370,6 +378,35 @@ describe("isolation-bridge", function()
     assert.are.equal(1, code)
     assert.are.equal("", out)
     assert.matches("^isolation%-bridge: 127%.0%.0%.1:" .. port .. ": Address already in use\n$", err)
+  end)
+
+  it("PORT,PORT: listens on both by the time its parent exits 0, each client its own upstream", function()
+    pids[#pids + 1] = B.start_echo_process(sock)
+    local p1, p2 = B.free_port(), B.free_port()
+    local code, out, err = helpers.run(string.format(
+      "%s %d,%d %s && bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d 4<>/dev/tcp/127.0.0.1/%d && printf one >&3 && "
+        .. "printf two >&4 && head -c 3 <&3 && head -c 3 <&4'",
+      bin, p1, p2, helpers.shquote(sock), p1, p2))
+    local pid = B.listener_pid(p1)
+    if pid then pids[#pids + 1] = pid end
+    assert.are.equal(0, code, err)
+    assert.are.equal("onetwo", out)
+    -- one process holds both listeners
+    assert.are.equal(pid, B.listener_pid(p2))
+  end)
+
+  it("PORT,PORT with the second port in use: exit 1 naming it, the first one not left listening", function()
+    local holder = uv.new_tcp()
+    assert(holder:bind("127.0.0.1", 0))
+    assert(holder:listen(1, function() end))
+    local busy, free = holder:getsockname().port, B.free_port()
+    local code, out, err = helpers.run(bin .. " " .. free .. "," .. busy .. " " .. helpers.shquote(sock))
+    holder:close()
+    uv.run("nowait")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.matches("^isolation%-bridge: 127%.0%.0%.1:" .. busy .. ": Address already in use\n$", err)
+    assert.is_nil(B.listener_pid(free))
   end)
 
   it("closes a client whose upstream is missing and serves the next one once it is back", function()
