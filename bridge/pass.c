@@ -1,9 +1,11 @@
 /*
- * isolation-bridge --pass PORT SOCKET COMMAND [ARG...]
+ * isolation-bridge --pass PORT[,PORT] SOCKET COMMAND [ARG...]
  *
  * The starter of bridge "pass": it makes the TCP listener on
  * 127.0.0.1:PORT (in the sandbox's network namespace: the socket stays
- * there whoever holds it), sends it to the proxy over the unix socket
+ * there whoever holds it; with two ports, two listeners in one handover:
+ * the HTTP proxy port and the SOCKS5 port), sends it to the proxy over the
+ * unix socket
  * SOCKET as SCM_RIGHTS with the handover message (src/proxy_pass.c),
  * waits for the proxy's "ok", then execs COMMAND. Clients connect to the
  * sandbox's loopback and the proxy accepts them itself: no process relays
@@ -66,23 +68,23 @@ static int connect_proxy(const char *path)
     return fd;
 }
 
-static int send_listener(int sock, int listener)
+static int send_listeners(int sock, const int *listeners, int n)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * BRIDGE_MAX_PORTS)];
     } ctl;
     memset(&ctl, 0, sizeof ctl);
     struct iovec iov = {.iov_base = (void *)MAGIC, .iov_len = sizeof MAGIC - 1};
     struct msghdr m = {.msg_iov = &iov,
                        .msg_iovlen = 1,
                        .msg_control = ctl.buf,
-                       .msg_controllen = sizeof ctl.buf};
+                       .msg_controllen = CMSG_SPACE(sizeof(int) * n)};
     struct cmsghdr *h = CMSG_FIRSTHDR(&m);
     h->cmsg_level = SOL_SOCKET;
     h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(h), &listener, sizeof listener);
+    h->cmsg_len = CMSG_LEN(sizeof(int) * n);
+    memcpy(CMSG_DATA(h), listeners, sizeof(int) * n);
     ssize_t r;
     do {
         r = sendmsg(sock, &m, MSG_NOSIGNAL);
@@ -161,26 +163,31 @@ int pass_main(int argc, char **argv)
               stderr);
         return 2;
     }
-    int port = bridge_parse_port(argv[1]);
+    int ports[BRIDGE_MAX_PORTS];
+    int nports = bridge_parse_ports(argv[1], ports);
     size_t len = strlen(argv[2]);
-    if (port < 0 || len == 0 ||
+    if (nports < 0 || len == 0 ||
         len >= sizeof((struct sockaddr_un *)0)->sun_path) {
-        fputs("isolation-bridge --pass: PORT must be 1 to 65535 and SOCKET a "
-              "path of 1 to 107 bytes\n",
+        fputs("isolation-bridge --pass: PORT must be 1 to 65535 (or two "
+              "different ones joined by a comma) and SOCKET a path of 1 to "
+              "107 bytes\n",
               stderr);
         return 2;
     }
-    char where[32];
-    snprintf(where, sizeof where, "127.0.0.1:%d", port);
-    int lfd = bridge_listen_loopback(port, 0);
-    if (lfd < 0)
+    int lfds[BRIDGE_MAX_PORTS], failed = 0;
+    if (bridge_listen_all(ports, nports, 0, lfds, &failed) < 0) {
+        char where[32];
+        snprintf(where, sizeof where, "127.0.0.1:%d", failed);
         return fail(where, strerror(errno));
+    }
     int sock = connect_proxy(argv[2]);
     if (sock < 0)
         return fail(argv[2], strerror(errno));
-    if (send_listener(sock, lfd) < 0)
+    if (send_listeners(sock, lfds, nports) < 0)
         return fail("handover", strerror(errno));
-    close(lfd); /* the proxy's now: COMMAND must not accept on it */
+    /* the proxy's now: COMMAND must not accept on them */
+    for (int i = 0; i < nports; i++)
+        close(lfds[i]);
     char reply[160];
     read_reply(sock, reply, sizeof reply);
     if (strcmp(reply, "ok\n") != 0) {
