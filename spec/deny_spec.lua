@@ -307,7 +307,7 @@ for index, bridge in ipairs({ "socat", "builtin", "pass" }) do
       -- this run's bridge process, by its argv (NUL-separated: not the
       -- script text in bwrap's and bash's own command lines)
       local needle = bridge == "socat" and ("socat\0TCP-LISTEN:" .. base.proxy_port .. ",")
-        or ("\0" .. base.proxy_port .. "\0" .. isolation.SANDBOX_PROXY_SOCKET)
+        or ("\0" .. base.proxy_port .. ",1080\0" .. isolation.SANDBOX_PROXY_SOCKET)
       local spec = {}
       for k, v in pairs(base) do spec[k] = v end
       spec.command = CURL .. "http://127.0.0.1:" .. up.http_port .. "/small; sleep 1"

@@ -211,6 +211,65 @@ describe("bwrap_argv", function()
     }))
   end)
 
+  it("socks_port: a second socat listener, waited for too, and ALL_PROXY at it (socks5h)", function()
+    local function script_of(extra)
+      local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
+        proxy_socket = "/p.sock" }
+      for k, v in pairs(extra) do spec[k] = v end
+      local argv = assert(isolation.bwrap_argv(spec))
+      return argv[#argv - 2]
+    end
+    -- the default, 1080 = 0x0438
+    local script = script_of({})
+    assert.truthy(script:find("socat TCP-LISTEN:3128,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:" .. SOCK
+      .. " </dev/null & bridge=$!; socat TCP-LISTEN:1080,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:" .. SOCK
+      .. " </dev/null & socks=$!; ", 1, true), script)
+    assert.truthy(script:find("0100007F:0438 00000000:0000 0A", 1, true), script)
+    assert.truthy(script:find('! kill -0 "$socks"', 1, true), script)
+    assert.truthy(script:find(" ALL_PROXY=socks5h://127.0.0.1:1080 all_proxy=socks5h://127.0.0.1:1080 ", 1, true))
+    -- both listen before the exports
+    assert.is_true(script:find("0100007F:0438", 1, true) < script:find("export", 1, true))
+    -- another port: 19050 = 0x4A6A; the HTTP side unchanged
+    script = script_of({ socks_port = 19050, proxy_port = 18080 })
+    assert.truthy(script:find("socat TCP-LISTEN:19050,bind=127.0.0.1,reuseaddr,fork ", 1, true), script)
+    assert.truthy(script:find("0100007F:4A6A 00000000:0000 0A", 1, true), script)
+    assert.truthy(script:find("ALL_PROXY=socks5h://127.0.0.1:19050 all_proxy=socks5h://127.0.0.1:19050 ", 1, true))
+    assert.truthy(script:find("HTTPS_PROXY=http://127.0.0.1:18080 ", 1, true))
+    assert.is_nil(script:find("1080", 1, true))
+    assert.truthy(script_of({ socks_port = 19050.0 }):find("TCP-LISTEN:19050,", 1, true))
+    -- dry_run says so
+    local text = assert(isolation.dry_run({ config = { mode = "bwrap", network = "deny" }, workdir = "/w",
+      command = "c", proxy_socket = "/p.sock", socks_port = 19050 }))
+    assert.truthy(text:find("only 127.0.0.1:3128 (HTTP) and 127.0.0.1:19050 (SOCKS5) -> socat", 1, true), text)
+    assert.truthy(text:find("\n  ALL_PROXY, all_proxy=socks5h://127.0.0.1:19050 (non-HTTP TCP)\n", 1, true), text)
+  end)
+
+  it("socks_port refusals name the field, the value and what is accepted", function()
+    local base = { config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
+      proxy_socket = "/p.sock" }
+    local function err_of(extra)
+      local spec = {}
+      for k, v in pairs(base) do spec[k] = v end
+      for k, v in pairs(extra) do spec[k] = v end
+      local res, err = isolation.bwrap_argv(spec)
+      assert.is_nil(res)
+      return err
+    end
+    assert.are.equal("isolation: socks_port must be an integer 1024..65535 (got number 80)",
+      err_of({ socks_port = 80 }))
+    assert.are.equal('isolation: socks_port must be an integer 1024..65535 (got "1080")',
+      err_of({ socks_port = "1080" }))
+    assert.are.equal("isolation: socks_port must be an integer 1024..65535 other than proxy_port (3128): both "
+      .. "bridge listeners are on 127.0.0.1 (got number 3128)", err_of({ socks_port = 3128 }))
+    assert.are.equal("isolation: socks_port must be an integer 1024..65535 other than proxy_port (1080): both "
+      .. "bridge listeners are on 127.0.0.1; its default is 1080, give another (got nil)",
+      err_of({ proxy_port = 1080 }))
+    assert.truthy(isolation.bwrap_argv({ config = base.config, workdir = "/w", command = "c", proxy_socket = "/p.sock",
+      proxy_port = 1080, socks_port = 1081 }))
+    local _, unknown = isolation.bwrap_argv({ workdir = "/w", command = "c", socksport = 1 })
+    assert.truthy(unknown:find("proxy_port, socks_port, binds", 1, true), unknown)
+  end)
+
   it("builtin bridge: bound read-only as a single file, run as $2 with port and socket, no socat", function()
     local argv = assert(isolation.bwrap_argv({
       config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
@@ -220,7 +279,7 @@ describe("bwrap_argv", function()
     local script = argv[#argv - 3]
     assert.are.same({ "-c", "--", script, "bash", "c", "/opt/isolation/isolation-bridge" },
       { table.unpack(argv, #argv - 5) })
-    assert.truthy(script:find('^"%$2" 3128 ' .. SOCK:gsub("%p", "%%%0") .. " "))
+    assert.truthy(script:find('^"%$2" 3128,1080 ' .. SOCK:gsub("%p", "%%%0") .. " "))
     assert.is_nil(script:find("socat", 1, true))
     assert.truthy(script:find("exit 126", 1, true))
     assert.truthy(script:find('exec bash -c -- "$1"', 1, true))
@@ -237,7 +296,7 @@ describe("bwrap_argv", function()
       { table.unpack(argv, #argv - 5) })
     -- the proxy variables first, then the starter replaces the shell: no
     -- process of the script stays, none polls
-    local tail = '; exec "$2" --pass 18080 ' .. SOCK .. ' bash -c -- "$1"'
+    local tail = '; exec "$2" --pass 18080,1080 ' .. SOCK .. ' bash -c -- "$1"'
     assert.are.equal(tail, script:sub(-#tail))
     assert.truthy(script:find("^export HTTP_PROXY=http://127.0.0.1:18080 "), script)
     assert.is_nil(script:find("socat", 1, true))
@@ -707,6 +766,14 @@ describe("refusals name the field", function()
     { "proxy_port", { workdir = W, command = "c", proxy_port = 65536 } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = 3128.5 } },
     { "proxy_port", { workdir = W, command = "c", proxy_port = "3128" } },
+    { "socks_port", { workdir = W, command = "c", socks_port = 0 } },
+    { "socks_port", { workdir = W, command = "c", socks_port = 1023 } },
+    { "socks_port", { workdir = W, command = "c", socks_port = 65536 } },
+    { "socks_port", { workdir = W, command = "c", socks_port = 1080.5 } },
+    { "socks_port", { workdir = W, command = "c", socks_port = "1080" } },
+    { "socks_port", { workdir = W, command = "c", socks_port = 3128 } },
+    { "socks_port", { workdir = W, command = "c", proxy_port = 9000, socks_port = 9000 } },
+    { "socks_port", { workdir = W, command = "c", proxy_port = 1080 } },
     { "binds[1]", { workdir = W, command = "c", binds = { "relative" } } },
     { "binds[1]", { workdir = W, command = "c", binds = { "/" } } },
     { "binds[2]", { workdir = W, command = "c", binds = { "/ok", "/run" } } },
@@ -805,7 +872,7 @@ describe("dry_run", function()
     assert.truthy(text:find("read-only  /opt/ref -> /opt/ref", 1, true))
     assert.truthy(text:find("read-write /var/lib/lectern/s1.sock -> " .. SOCK, 1, true))
     assert.truthy(text:find("namespaces: new mount, pid, ipc, uts, net", 1, true))
-    assert.truthy(text:find("network: deny: only 127.0.0.1:3128 -> socat -> " .. SOCK
+    assert.truthy(text:find("network: deny: only 127.0.0.1:3128 (HTTP) and 127.0.0.1:1080 (SOCKS5) -> socat -> " .. SOCK
       .. " -> host /var/lib/lectern/s1.sock", 1, true))
     assert.truthy(text:find("HTTPS_PROXY", 1, true))
     assert.truthy(text:find("\n  NODE_USE_ENV_PROXY=1 ", 1, true), text)

@@ -121,8 +121,11 @@ describe("docker and podman deny: the proxy socket and the built-in bridge", fun
     assert.same({ "debian:bookworm-slim", "bash", "-c", "--" }, { table.unpack(argv, n - 7, n - 4) })
     assert.same({ "bash", "run it", "/run/isolation/bridge" }, { table.unpack(argv, n - 2) })
     local script = argv[n - 3]
-    assert.truthy(script:find('"$2" 3128 /run/isolation/proxy.sock', 1, true), script)
+    -- the HTTP port and the SOCKS5 port (socks_port, default 1080)
+    assert.truthy(script:find('"$2" 3128,1080 /run/isolation/proxy.sock', 1, true), script)
     assert.truthy(script:find("HTTPS_PROXY=http://127.0.0.1:3128", 1, true), script)
+    assert.truthy(script:find(" ALL_PROXY=socks5h://127.0.0.1:1080 all_proxy=socks5h://127.0.0.1:1080 ", 1, true),
+      script)
     assert.truthy(script:find("NODE_USE_ENV_PROXY=1", 1, true), script)
     assert.truthy(script:find('exec bash -c -- "$1"', 1, true), script)
   end)
@@ -133,18 +136,21 @@ describe("docker and podman deny: the proxy socket and the built-in bridge", fun
     assert.truthy(text:find("read-write /srv/run/p.sock -> /run/isolation/proxy.sock", 1, true), text)
     assert.truthy(text:find("read-only  /opt/isolation/isolation-bridge -> /run/isolation/bridge", 1, true), text)
     assert.truthy(text:find("network: deny: --network none (the container's loopback only); only 127.0.0.1:3128 "
-      .. "-> built-in bridge -> /run/isolation/proxy.sock -> host /srv/run/p.sock", 1, true), text)
+      .. "(HTTP) and 127.0.0.1:1080 (SOCKS5) -> built-in bridge -> /run/isolation/proxy.sock -> host /srv/run/p.sock",
+      1, true), text)
     assert.truthy(text:find("HTTPS_PROXY", 1, true), text)
+    assert.truthy(text:find("\n  ALL_PROXY, all_proxy=socks5h://127.0.0.1:1080 (non-HTTP TCP)\n", 1, true), text)
   end)
 
-  it("defaults the bridge to isolation.BRIDGE, and takes proxy_port", function()
+  it("defaults the bridge to isolation.BRIDGE, and takes proxy_port and socks_port", function()
     if not isolation.BRIDGE then return end
     local s = {}
     for k, v in pairs(spec) do s[k] = v end
-    s.bridge_path, s.proxy_port = nil, 8080
+    s.bridge_path, s.proxy_port, s.socks_port = nil, 8080, 9050
     local argv = assert(isolation.docker_argv(s))
     assert.truthy(index_of(argv, "-v", isolation.BRIDGE .. ":/run/isolation/bridge:ro"))
-    assert.truthy(argv[#argv - 3]:find('"$2" 8080 ', 1, true))
+    assert.truthy(argv[#argv - 3]:find('"$2" 8080,9050 ', 1, true))
+    assert.truthy(argv[#argv - 3]:find(" ALL_PROXY=socks5h://127.0.0.1:9050 ", 1, true))
   end)
 
   it("without isolation.BRIDGE or bridge_path, deny says the built-in bridge is needed", function()

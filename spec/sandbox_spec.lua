@@ -250,13 +250,15 @@ describe("real bwrap sandbox", function()
     end)
 
     it("bridge builtin: runs bridge_path with port and socket, and the command once it returns 0", function()
-      -- a stand-in with the built-in bridge's contract: listen, fork, exit 0
+      -- a stand-in with the built-in bridge's contract: listen (on each of
+      -- PORT,PORT: proxy_port and socks_port), fork, exit 0
       local stand_in = T .. "/stand-in-bridge"
       helpers.write(stand_in, "#!/bin/bash\n"
-        .. "socat TCP-LISTEN:$1,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:$2 </dev/null >/dev/null 2>&1 &\n"
-        .. "hex=$(printf '%04X' \"$1\")\n"
-        .. "for _ in $(seq 1000); do grep -q \": 0100007F:$hex 00000000:0000 0A\" /proc/net/tcp && exit 0; "
-        .. "sleep 0.01; done; exit 1\n")
+        .. "for port in ${1//,/ }; do\n"
+        .. "socat TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:$2 </dev/null >/dev/null 2>&1 &\n"
+        .. "hex=$(printf '%04X' \"$port\")\n"
+        .. "for _ in $(seq 1000); do grep -q \": 0100007F:$hex 00000000:0000 0A\" /proc/net/tcp && continue 2; "
+        .. "sleep 0.01; done; exit 1\ndone\n")
       assert(os.execute("chmod 755 " .. q(stand_in)))
       local code, out, err = deny({ bridge = "builtin", bridge_path = stand_in, proxy_port = 4123,
         command = "echo via-builtin | socat -T 5 - TCP:127.0.0.1:4123; echo $HTTPS_PROXY" })
@@ -276,12 +278,19 @@ describe("real bwrap sandbox", function()
       -- the real sandbox line with a bridge that exits at once instead of listening
       local line = assert(isolation.wrap({ config = { mode = "bwrap", network = "deny" }, proxy_socket = proxy_sock,
         workdir = work, command = "echo started" }))
+      -- both listeners (proxy_port, socks_port) broken, then only the SOCKS5 one
       local broken, n = line:gsub("socat TCP%-LISTEN", "false TCP-LISTEN")
-      assert.are.equal(1, n)
+      assert.are.equal(2, n)
       local code, out, err = support.run_line(broken, home)
       assert.are.equal(126, code)
       assert.are.equal("", out)
       assert.truthy(err:find("isolation: the network bridge (socat) is not listening on 127.0.0.1:3128", 1, true))
+      broken, n = line:gsub("socat TCP%-LISTEN:1080,", "false TCP-LISTEN:1080,")
+      assert.are.equal(1, n)
+      code, out, err = support.run_line(broken, home)
+      assert.are.equal(126, code)
+      assert.are.equal("", out)
+      assert.truthy(err:find("not listening on 127.0.0.1:3128 and 127.0.0.1:1080", 1, true), err)
     end)
   end)
 end)

@@ -60,6 +60,8 @@ void launch_push_display(lua_State *L, const char *s);
 #define LAUNCH_MAX_PROTECT 256
 #define LAUNCH_MAX_PINS 256
 #define DEFAULT_PROXY_PORT 3128
+/* the bridge's SOCKS5 listener under deny (ALL_PROXY) */
+#define DEFAULT_SOCKS_PORT 1080
 /* seccomp_fd: 0, 1 and 2 are the terminal; bwrap's own limit is an int */
 #define SECCOMP_FD_MIN 3
 #define SECCOMP_FD_MAX 1023
@@ -100,6 +102,7 @@ struct launch_spec {
     const char *command;
     const char *proxy_socket; /* NULL when not given */
     int proxy_port;
+    int socks_port; /* the bridge's second listener: SOCKS5 clients */
     const char *binds[LAUNCH_MAX_BINDS];
     size_t nbinds;
     const char *ro_binds[LAUNCH_MAX_BINDS];

@@ -121,9 +121,10 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
     }
     if (s->deny) {
         lua_pushfstring(L,
-                        "network: deny: only 127.0.0.1:%d -> %s -> "
+                        "network: deny: only 127.0.0.1:%d (HTTP) and "
+                        "127.0.0.1:%d (SOCKS5) -> %s -> "
                         "" ISOLATION_SANDBOX_PROXY_SOCKET " -> host ",
-                        s->proxy_port,
+                        s->proxy_port, s->socks_port,
                         s->bridge == BRIDGE_BUILTIN ? "built-in bridge"
                         : s->bridge == BRIDGE_PASS
                             ? "pass (the listener handed to the proxy)"
@@ -146,10 +147,12 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
     if (s->deny) {
         lua_pushfstring(L,
                         "  HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy="
-                        "http://127.0.0.1:%d\n  NO_PROXY, no_proxy= (empty)\n"
+                        "http://127.0.0.1:%d\n  ALL_PROXY, all_proxy="
+                        "socks5h://127.0.0.1:%d (non-HTTP TCP)\n"
+                        "  NO_PROXY, no_proxy= (empty)\n"
                         "  NODE_USE_ENV_PROXY=1 (Node's fetch uses the proxy "
                         "only with it)\n",
-                        s->proxy_port);
+                        s->proxy_port, s->socks_port);
         ADD_TOP(b);
     }
     if (s->ca_cert)
@@ -214,9 +217,10 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
     if (s->deny) {
         lua_pushfstring(L,
                         "network: deny: --network none (the container's "
-                        "loopback only); only 127.0.0.1:%d -> built-in "
+                        "loopback only); only 127.0.0.1:%d (HTTP) and "
+                        "127.0.0.1:%d (SOCKS5) -> built-in "
                         "bridge -> " ISOLATION_SANDBOX_PROXY_SOCKET " -> host ",
-                        s->proxy_port);
+                        s->proxy_port, s->socks_port);
         ADD_TOP(b);
         add_display(b, L, s->proxy_socket);
         luaL_addstring(b, " (the allowlist proxy); no other route\n");
@@ -235,9 +239,11 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
         lua_pushfstring(L,
                         "  HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy="
                         "http://127.0.0.1:%d (set by the script before the "
-                        "command)\n  NO_PROXY, no_proxy= (empty)\n"
+                        "command)\n  ALL_PROXY, all_proxy=socks5h://"
+                        "127.0.0.1:%d (non-HTTP TCP)\n"
+                        "  NO_PROXY, no_proxy= (empty)\n"
                         "  NODE_USE_ENV_PROXY=1\n",
-                        s->proxy_port);
+                        s->proxy_port, s->socks_port);
         ADD_TOP(b);
     }
     if (s->ca_cert)

@@ -14,11 +14,10 @@
 #include <string.h>
 
 static const char *const spec_keys[] = {
-    "config",       "agent",        "workdir",     "command",
-    "proxy_socket", "proxy_port",   "binds",       "ro_binds",
-    "ca_cert",      "bridge",       "bridge_path", "tty",
-    "seccomp_fd",   "seccomp_file", "protect",     "agent_config",
-    "limits",       "limits_via",   NULL};
+    "config",     "agent",        "workdir", "command",    "proxy_socket",
+    "proxy_port", "socks_port",   "binds",   "ro_binds",   "ca_cert",
+    "bridge",     "bridge_path",  "tty",     "seccomp_fd", "seccomp_file",
+    "protect",    "agent_config", "limits",  "limits_via", NULL};
 
 /*
  * Host paths that are never bound, as a workdir or a bind: the root, the
@@ -230,7 +229,8 @@ static int check_keys(lua_State *L, int idx)
             lua_pushfstring(L,
                             "isolation: launch spec key %s is unknown "
                             "(accepted: config, agent, workdir, command, "
-                            "proxy_socket, proxy_port, binds, ro_binds, "
+                            "proxy_socket, proxy_port, socks_port, binds, "
+                            "ro_binds, "
                             "ca_cert, bridge, bridge_path, tty, "
                             "seccomp_fd, seccomp_file, env_pass, env_set, "
                             "env_inherit, protect, agent_config, limits, "
@@ -274,10 +274,11 @@ static int read_config(lua_State *L, int idx, int forced, struct launch_spec *s)
     return 1;
 }
 
-static int read_port(lua_State *L, int idx, struct launch_spec *s)
+static int read_port(lua_State *L, int idx, const char *field, int dflt,
+                     int *out)
 {
-    int v = get_field(L, idx, "proxy_port");
-    s->proxy_port = DEFAULT_PROXY_PORT;
+    int v = get_field(L, idx, field);
+    *out = dflt;
     if (launch_is_absent(L, v))
         return 1;
     int ok = 0;
@@ -286,10 +287,28 @@ static int read_port(lua_State *L, int idx, struct launch_spec *s)
         port = lua_tointegerx(L, v, &ok);
     /* the sandbox has no capability: it cannot listen below 1024 */
     if (!ok || port < 1024 || port > 65535)
-        return launch_fail_got(L, v, "proxy_port",
-                               "must be an integer 1024..65535");
-    s->proxy_port = (int)port;
+        return launch_fail_got(L, v, field, "must be an integer 1024..65535");
+    *out = (int)port;
     return 1;
+}
+
+/* The bridge's two listeners: the HTTP proxy port and the SOCKS5 port. */
+static int read_ports(lua_State *L, int idx, struct launch_spec *s)
+{
+    if (!read_port(L, idx, "proxy_port", DEFAULT_PROXY_PORT, &s->proxy_port) ||
+        !read_port(L, idx, "socks_port", DEFAULT_SOCKS_PORT, &s->socks_port))
+        return 0;
+    if (s->socks_port != s->proxy_port)
+        return 1;
+    int v = get_field(L, idx, "socks_port");
+    char what[160];
+    snprintf(what, sizeof what,
+             "must be an integer 1024..65535 other than proxy_port (%d): "
+             "both bridge listeners are on 127.0.0.1%s",
+             s->proxy_port,
+             launch_is_absent(L, v) ? "; its default is 1080, give another"
+                                    : "");
+    return launch_fail_got(L, v, "socks_port", what);
 }
 
 /*
@@ -535,7 +554,7 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     if (!launch_is_absent(L, v) &&
         !check_path(L, v, "proxy_socket", false, false, &s->proxy_socket))
         return 0;
-    if (!read_port(L, idx, s))
+    if (!read_ports(L, idx, s))
         return 0;
 
     v = get_field(L, idx, "binds");

@@ -485,7 +485,7 @@ local function tunnel_line(spec, target, local_socket)
   return shell_line(info.prepare) .. " && exec " .. shell_line(argv), info.socket
 end
 
-local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "binds", "ro_binds", "ca_cert",
+local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "socks_port", "binds", "ro_binds", "ca_cert",
   "bridge", "bridge_path", "tty", "protect", "agent_config", "limits", "limits_via" }
 -- the environment: clean by default (the library's base and AGENT_ENV)
 for _, k in ipairs({ "env_pass", "env_set", "env_inherit" }) do SPEC_KEYS[#SPEC_KEYS + 1] = k end
@@ -748,9 +748,10 @@ function Manager:launch(req)
     -- egress must not stall while the orchestrator's Lua thread is busy (a
     -- launcher that blocks, a slow callback), and no Lua error on that
     -- thread can take the session proxies down with it.
-    -- one listener: the starter's, handed over before the agent runs
+    -- the starter's two listeners (HTTP and SOCKS5), handed over before
+    -- the agent runs
     p, err = call(isolation.proxy, { allow = allow, unix = path, audit_log = self._audit_log,
-      accept_listeners = spec.bridge == "pass" and 1 or nil,
+      accept_listeners = spec.bridge == "pass" and 2 or nil,
       session = self._audit_log and id, max_connections = req.max_connections or self._max_connections })
     if not p then return nil, err end
     s.proxy, s.proxy_socket = p, path
