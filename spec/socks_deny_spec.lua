@@ -306,3 +306,101 @@ describe("SOCKS5 under network deny (real clients, real sandboxes)", function()
     end)
   end
 end)
+
+-- docker deny: the same SOCKS5 port through the static built-in bridge in
+-- a container with --network none (a private dockerd when none answers;
+-- the image made from this machine's files, nothing pulled).
+describe("SOCKS5 under docker network deny (a real container)", function()
+  local containers = require("support.containers")
+  local eng, why = containers.docker()
+  if not eng then
+    print("socks_deny_spec: skipping the docker SOCKS5 specs: " .. why)
+  end
+  local no_sshd = sshd.unavailable()
+  local dir, up, ssh, proxy, base
+
+  local function launch(script)
+    local spec = {}
+    for k, v in pairs(base) do spec[k] = v end
+    spec.command = script
+    local line = assert(isolation.wrap(spec))
+    return helpers.run("env " .. eng.env .. " HOME=" .. shq(dir .. "/home") .. " timeout -k 5 120 sh -c " .. shq(line))
+  end
+
+  lazy_setup(function()
+    if not eng then return end
+    dir = helpers.tmpdir()
+    assert(os.execute("mkdir -m 0700 " .. shq(dir .. "/run") .. " && mkdir -p " .. shq(dir .. "/home/work")
+      .. " " .. shq(dir .. "/sshd")))
+    -- ssh needs a passwd entry for its uid (root: docker --user 0:0 here),
+    -- and /bin/sh for its ProxyCommand
+    containers.image(eng, "isolation-spec-socks", { "bash", "curl", "head", "od", "tr", "env", "dash", "nc", "ssh" },
+      { ["/etc/passwd"] = "root:x:0:0:root:/root:/bin/bash\n", ["/bin/sh"] = { link = "/usr/bin/dash" } })
+    up = upstream.start()
+    if not no_sshd then ssh = sshd.start(dir .. "/sshd") end
+    local allow = { "127.0.0.1:" .. up.http_port }
+    if ssh then allow[#allow + 1] = "127.0.0.1:" .. ssh.port end
+    proxy = assert(isolation.proxy({ unix = dir .. "/run/proxy.sock", allow = allow }))
+    local code, real = helpers.run("realpath build/isolation-bridge")
+    assert(code == 0, "no build/isolation-bridge: run make")
+    base = {
+      config = { mode = "docker", network = "deny", docker_image = "isolation-spec-socks" },
+      workdir = dir .. "/home/work", proxy_socket = dir .. "/run/proxy.sock",
+      bridge_path = (real:gsub("%s+$", "")), tty = false, protect = {},
+    }
+  end)
+
+  lazy_teardown(function()
+    if not eng then return end
+    if proxy then proxy:close() end
+    if ssh then ssh:stop() end
+    if up then up:stop() end
+    if dir then helpers.rmtree(dir) end
+    eng:stop()
+  end)
+
+  it("curl --socks5-hostname reaches the allowlisted upstream, a denied host gets 0x02 and an event, "
+    .. "BIND gets 0x07, ssh runs a command on the host's sshd through nc -X 5", function()
+    if not eng then return pending(why) end
+    local work = base.workdir
+    local lines = {
+      "echo \"all=$ALL_PROXY\"",
+      CURL .. "-w 'socks=%{http_code}\\n' --socks5-hostname 127.0.0.1:1080 http://127.0.0.1:" .. up.http_port
+        .. "/small",
+      "env -u HTTP_PROXY -u http_proxy " .. CURL .. "-w 'all_proxy=%{http_code}\\n' http://127.0.0.1:" .. up.http_port
+        .. "/small",
+      raw_socks("denied", by_name("denied.example.com", 8080)),
+      raw_socks("bind", "\5\2\0\1\127\0\0\1" .. be16(up.http_port)),
+      "(exec 3<>/dev/tcp/127.0.0.1/" .. up.http_port .. ") 2>/dev/null; echo direct=$?",
+    }
+    if ssh then
+      helpers.write(work .. "/ssh_config", table.concat({
+        "Host gitbox", "  HostName 127.0.0.1", "  Port " .. ssh.port, "  User root",
+        "  IdentityFile " .. work .. "/key", "  UserKnownHostsFile " .. work .. "/known_hosts",
+        "  StrictHostKeyChecking accept-new", "  BatchMode yes", "  ConnectTimeout 15",
+        "  ProxyCommand nc -X 5 -x 127.0.0.1:1080 %h %p", "",
+      }, "\n"))
+      assert(os.execute("cp -p " .. shq(ssh.key) .. " " .. shq(work .. "/key")))
+      lines[#lines + 1] = "ssh -F " .. shq(work .. "/ssh_config") .. " gitbox 'echo remote=$((6 * 7))'; echo ssh=$?"
+    end
+    local code, out, err = launch(table.concat(lines, "\n"))
+    assert.are.equal(0, code, err)
+    local r = kv(out)
+    assert.are.equal("socks5h://127.0.0.1:1080", r.all, out)
+    assert.are.equal("200", r.socks, out .. err)
+    assert.are.equal("200", r.all_proxy, out .. err)
+    assert.are.equal("0500/05020001000000000000", r.denied, out)
+    assert.are.equal("0500/05070001000000000000", r.bind, out)
+    assert.are_not.equal("0", r.direct, out)
+    local ev = drain(proxy)
+    assert.is_truthy(find_event(ev, function(e)
+      return e.method == "SOCKS5" and e.host == "denied.example.com" and e.code == "not_allowed"
+    end), "no not_allowed event")
+    if ssh then
+      assert.are.equal("0", r.ssh, out .. err)
+      assert.are.equal("42", r.remote, out)
+    else
+      print("socks_deny_spec: docker ssh part skipped: " .. no_sshd)
+    end
+  end)
+end)

@@ -7,6 +7,7 @@
 --   local eng, why = containers.docker()   -- nil, reason when none can run
 --   eng.env                                -- "DOCKER_HOST=unix://..." for a line
 --   containers.image(eng, "isolation-spec-tools", {"bash", "cat", ...})
+--   containers.image(eng, name, programs, {["/etc/passwd"] = "...", ["/bin/sh"] = {link = "/usr/bin/dash"}})
 --   containers.empty_image(eng, "isolation-spec-empty")  -- no file at all
 --   eng:stop()                             -- stops our dockerd, removes its dirs
 --   local pod, why = containers.podman()   -- rootless podman (as root: as nobody)
@@ -176,11 +177,21 @@ local function import(eng, root, name)
 end
 
 --- An image of the given programs (each with its libraries), /tmp, and
---- /bin/bash -> the machine's bash, built with docker import.
-function M.image(eng, name, programs)
+--- /bin/bash -> the machine's bash, built with docker import; `files`
+--- (optional) maps more absolute paths to their text (an /etc/passwd),
+--- or to {link = target} for a symbolic link (/bin/sh).
+function M.image(eng, name, programs, files)
   local root = helpers.tmpdir()
   local ok, err = pcall(function()
     copy_programs(root, programs)
+    for path, text in pairs(files or {}) do
+      assert(run("mkdir -p " .. shq(root .. path:match("^(.*)/[^/]*$"))) == 0)
+      if type(text) == "table" then
+        assert(run("ln -s " .. shq(text.link) .. " " .. shq(root .. path)) == 0)
+      else
+        helpers.write(root .. path, text)
+      end
+    end
     assert(run("mkdir -p -m 1777 " .. shq(root .. "/tmp") .. " && mkdir -p " .. shq(root .. "/bin")
       .. " && { [ -e " .. shq(root .. "/bin/bash") .. " ] || ln -s /usr/bin/bash " .. shq(root .. "/bin/bash")
       .. "; }") == 0)
