@@ -57,6 +57,8 @@ log "shared sandbox start cost -> $OUT"
 "$HARNESS/startup.sh" --out "$OUT" ${QUICK:+--runs 10} || rc=1
 log "bridge cost -> $OUT"
 "$REPO/bench/bridge.sh" --out "$OUT" || rc=1
+log "SOCKS5 next to HTTP CONNECT -> $OUT"
+"$REPO/bench/socks.sh" --out "$OUT" || rc=1
 log "deny launch start cost -> $OUT"
 "$REPO/bench/startup.sh" --out "$OUT" ${QUICK:+--runs 10} || rc=1
 log "results in $OUT"

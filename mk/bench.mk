@@ -10,8 +10,12 @@ QUICK     ?=
 REPEAT    ?=
 
 .PHONY: bench
-bench: all $(BUILD)/floor-relay
+bench: all $(BUILD)/floor-relay $(BUILD)/socks-load
 	QUICK='$(QUICK)' REPEAT='$(REPEAT)' SHARED='$(abspath $(SHARED))' BENCH_RUN='$(BENCH_RUN)' bench/bench.sh
 
 $(BUILD)/floor-relay: bench/floor-relay.c | $(BUILD)/obj
 	$(CC) -std=c11 $(WARN) -O2 -o $@ $<
+
+# bench/socks.sh's client: the same tunnel through SOCKS5 and HTTP CONNECT
+$(BUILD)/socks-load: bench/socks-load.c | $(BUILD)/obj
+	$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $<
