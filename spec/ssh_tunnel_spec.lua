@@ -8,6 +8,7 @@ local uv = require("luv")
 local cjson = require("cjson")
 local helpers = require("helpers")
 local upstream = require("support.upstream")
+local sshd = require("support.sshd")
 local isolation = require("isolation")
 local session = require("isolation.session")
 
@@ -27,50 +28,20 @@ local function wait_for(pred, seconds)
   return pred()
 end
 
-local function free_port()
-  local tcp = uv.new_tcp()
-  assert(tcp:bind("127.0.0.1", 0))
-  local port = tcp:getsockname().port
-  tcp:close()
-  uv.run("nowait")
-  return port
-end
-
 local function pid_alive(pid)
   return helpers.run("kill -0 " .. pid) == 0
 end
 
--- The private sshd: started in before_each of the outer describe.
-local function start_sshd(T)
-  assert(os.execute("mkdir -p /run/sshd"))
-  local code, _, err = helpers.run("ssh-keygen -q -t ed25519 -N '' -f " .. q(T .. "/hostkey")
-    .. " && ssh-keygen -q -t ed25519 -N '' -f " .. q(T .. "/key")
-    .. " && cp " .. q(T .. "/key.pub") .. " " .. q(T .. "/authorized_keys"))
-  assert(code == 0, err)
-  helpers.write(T .. "/sshd_config", table.concat({
-    "HostKey " .. T .. "/hostkey",
-    "AuthorizedKeysFile " .. T .. "/authorized_keys",
-    "PidFile " .. T .. "/sshd.pid",
-    "UsePAM no", "StrictModes no", "ListenAddress 127.0.0.1",
-    "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-    "KbdInteractiveAuthentication no", "AllowStreamLocalForwarding yes", "",
-  }, "\n"))
-  local port = free_port()
-  code, _, err = helpers.run(SSHD .. " -f " .. q(T .. "/sshd_config") .. " -p " .. port
-    .. " -E " .. q(T .. "/sshd.log"))
-  assert(code == 0, err)
-  assert(wait_for(function() return exists(T .. "/sshd.pid") end, 5), "sshd did not start")
-  return port
-end
-
 describe("network deny on an ssh tunnel target (a real sshd)", function()
   local skip = helpers.skip_without_bwrap() or not exists(SSHD) or uv.getuid() ~= 0
-  local T, port, up, mgr, target, pids
+  local T, port, up, mgr, target, pids, server
 
   before_each(function()
     if skip then return end
     T = helpers.tmpdir()
-    port = start_sshd(T)
+    -- the private sshd: its keys in T, the client key T/key
+    server = sshd.start(T, { "AllowStreamLocalForwarding yes" })
+    port = server.port
     up = upstream.start()
     pids = {}
     target = { kind = "ssh", tunnel = true, host = "root@127.0.0.1", port = port,
@@ -99,8 +70,7 @@ describe("network deny on an ssh tunnel target (a real sshd)", function()
     pcall(mgr.close, mgr)
     for _, pid in ipairs(pids) do helpers.run("kill -9 " .. pid .. " 2>/dev/null") end
     pcall(up.stop, up)
-    helpers.run("kill $(cat " .. q(T .. "/sshd.pid") .. ")")
-    wait_for(function() return not exists(T .. "/sshd.pid") end, 5)
+    if server then server:stop() end
     helpers.rmtree(T)
   end)
 

@@ -3,7 +3,8 @@
 -- no PAM, no system sshd touched. Needs root (sshd's privilege separation).
 --
 --   local sshd = require("support.sshd")
---   local s = sshd.start(dir)      -- dir: an empty directory of the spec's
+--   local s = sshd.start(dir [, lines])  -- dir: an empty directory of the
+--                                  -- spec's; lines: more sshd_config lines
 --   s.port, s.key, s.log           -- the client key (0600) and sshd's log
 --   s:stop()                       -- idempotent; the spec removes dir
 local uv = require("luv")
@@ -47,20 +48,23 @@ function Sshd:stop()
 end
 
 --- Starts sshd on a free loopback port; raises when it cannot.
-function M.start(dir)
+function M.start(dir, lines)
   assert(os.execute("mkdir -p /run/sshd"))
   local code, _, err = helpers.run("ssh-keygen -q -t ed25519 -N '' -f " .. q(dir .. "/hostkey")
     .. " && ssh-keygen -q -t ed25519 -N '' -f " .. q(dir .. "/key")
     .. " && cp " .. q(dir .. "/key.pub") .. " " .. q(dir .. "/authorized_keys"))
   assert(code == 0, err)
-  helpers.write(dir .. "/sshd_config", table.concat({
+  local config = {
     "HostKey " .. dir .. "/hostkey",
     "AuthorizedKeysFile " .. dir .. "/authorized_keys",
     "PidFile " .. dir .. "/sshd.pid",
     "UsePAM no", "StrictModes no", "ListenAddress 127.0.0.1",
     "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-    "KbdInteractiveAuthentication no", "LogLevel VERBOSE", "",
-  }, "\n"))
+    "KbdInteractiveAuthentication no", "LogLevel VERBOSE",
+  }
+  for _, l in ipairs(lines or {}) do config[#config + 1] = l end
+  config[#config + 1] = ""
+  helpers.write(dir .. "/sshd_config", table.concat(config, "\n"))
   local port = require("support.proxy").closed_port()
   code, _, err = helpers.run(M.SSHD .. " -f " .. q(dir .. "/sshd_config") .. " -p " .. port
     .. " -E " .. q(dir .. "/sshd.log"))
