@@ -102,6 +102,7 @@ describe("network deny on an ssh tunnel target (a real sshd)", function()
     local url = "http://127.0.0.1:" .. up.http_port .. "/small"
     local s, work = launch("one", CURL .. q(url) .. " >allowed; " .. CURL .. "http://denied.example.com/ >denied; "
       .. CURL .. "--noproxy '*' " .. q(url) .. " >direct; "
+      .. CURL .. "--socks5-hostname 127.0.0.1:1080 " .. q(url) .. " >socks; "
       .. "ls -A /run/isolation >seen 2>&1; ls " .. q(T .. "/remote/sockets") .. " >/dev/null 2>&1; echo $? >dir_rc")
     assert.is_truthy(s.remote_socket:find(T .. "/remote/sockets/one.", 1, true), s.remote_socket)
     assert.are_not.equal(mgr.runtime_dir, T .. "/remote/sockets")
@@ -109,7 +110,9 @@ describe("network deny on an ssh tunnel target (a real sshd)", function()
     assert.are.equal("200", helpers.read(work .. "/allowed"), helpers.read(T .. "/one.out"))
     assert.are.equal("403", helpers.read(work .. "/denied"))
     assert.are.equal("000", helpers.read(work .. "/direct"))
-    assert.are.equal(1, up:stats().requests)
+    -- the remote bridge's SOCKS5 port goes through the same forward
+    assert.are.equal("200", helpers.read(work .. "/socks"))
+    assert.are.equal(2, up:stats().requests)
     -- inside: only its own forwarded socket, at the fixed path; socket_dir
     -- (other sessions' sockets) is not in the sandbox
     assert.are.equal("proxy.sock\n", helpers.read(work .. "/seen"))
@@ -122,10 +125,10 @@ describe("network deny on an ssh tunnel target (a real sshd)", function()
     local kinds = {}
     for l in io.lines(T .. "/audit.log") do
       local e = cjson.decode(l)
-      kinds[#kinds + 1] = e.session .. " " .. e.type
+      kinds[#kinds + 1] = e.session .. " " .. e.type .. " " .. e.method
     end
     table.sort(kinds)
-    assert.are.same({ "one allow", "one deny" }, kinds)
+    assert.are.same({ "one allow GET", "one allow SOCKS5", "one deny GET" }, kinds)
   end)
 
   it("two sessions at once get two sockets, each its own proxy", function()
