@@ -8,7 +8,7 @@
  * 0x7f000001 and 0177.0.0.1; a check that treated those as names would let
  * a request name one thing and dial another.
  */
-#include "hostpat.h"
+#include "hostparse.h"
 
 #include <arpa/inet.h>
 #include <string.h>

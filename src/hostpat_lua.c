@@ -3,7 +3,7 @@
  * host_allowed, and the internal _private_address that the specs use to pin
  * the address classes.
  */
-#include "hostpat.h"
+#include "hostpat_lua.h"
 #include "hostpat_internal.h"
 #include "isolation.h"
 #include "launch.h"

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hostpat_lua.h"
 #include "isolation.h"
 #include "launch.h"
 #include "proxy.h"
