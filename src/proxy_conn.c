@@ -17,7 +17,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "proxy.h"
+#include "proxy_conn.h"
 
 static void conn_parse_head(struct conn *c);
 static void dial_next(struct conn *c);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy.h"
+#include "proxy_conn.h"
 
 /*
  * Event texts carry client bytes (a TLS server name in a reason, at least)

@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy.h"
+#include "proxy_conn.h"
+#include "tlshello.h"
 
 struct relay_buf *relay_buf_get(struct proxy_loop *loop)
 {
