@@ -45,4 +45,12 @@ enum host_kind host_parse(const char *host, size_t len, char *out,
  */
 bool host_addr_is_private(const struct host_addr *addr);
 
+/*
+ * The class that refuses addr, from the same table: "loopback",
+ * "link-local", "private", "unspecified", "multicast", "documentation",
+ * "benchmarking" or "reserved" (an IPv6 form that carries an IPv4 address
+ * takes that address's class); NULL for a globally reachable address.
+ */
+const char *host_addr_class(const struct host_addr *addr);
+
 #endif

@@ -18,9 +18,14 @@
 #include <unistd.h>
 
 #include "proxy_conn.h"
+#include "proxy_decide.h"
+#include "tlshello.h"
 
 static void conn_parse_head(struct conn *c);
 static void dial_next(struct conn *c);
+static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off,
+                     size_t n);
+static void client_ended(struct conn *c);
 static void conn_reply(struct conn *c, int status, const char *type,
                        const char *code, const char *reason);
 
@@ -149,8 +154,6 @@ static void conn_close_up(struct conn *c)
     uv_close((uv_handle_t *)&c->up, on_up_closed);
 }
 
-static void addr_text(const struct host_addr *a, char *out, size_t cap);
-
 void conn_event(struct conn *c, const char *type, const char *code, int status,
                 const char *reason)
 {
@@ -177,7 +180,7 @@ void conn_event_admitted(struct conn *c)
                                       "learn mode; "
                                     : "";
     if (c->admitted == 1) {
-        addr_text(&c->addrs[c->addr_i], text, sizeof text);
+        proxy_addr_text(&c->addrs[c->addr_i], text, sizeof text);
         snprintf(reason, sizeof reason, "%stunnel to %s", learn, text);
     } else {
         snprintf(reason, sizeof reason, "%supstream answered %d%s", learn,
@@ -473,7 +476,7 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         if (c->state == CONN_LINGER || n != UV_EOF)
             conn_close(c);
         else
-            relay_eof(c, SIDE_CLIENT);
+            client_ended(c);
         return;
     }
     c->last_active = uv_now(conn_loop(c));
@@ -485,6 +488,12 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         c->bulk[SIDE_CLIENT] = true;
     if (relaying(c))
         turn_count(c, n);
+    if (c->state == CONN_TUNNEL && c->sni_wait) {
+        atomic_fetch_add_explicit(&c->px->stats.bytes_up, (uint64_t)n,
+                                  memory_order_relaxed);
+        sni_feed(c, rb, 0, (size_t)n);
+        return;
+    }
     relay_client_data(c, rb, (size_t)n);
 }
 
@@ -710,41 +719,6 @@ void conn_fail(struct conn *c, int status, const char *type, const char *code,
 
 /* ---- checking and dialing ---- */
 
-static const char *addr_class(const struct host_addr *a)
-{
-    const uint8_t *b = a->bytes;
-    if (a->family == 4) {
-        if (b[0] == 127)
-            return "loopback";
-        if (b[0] == 169 && b[1] == 254)
-            return "link-local";
-        if (b[0] == 10 || (b[0] == 172 && (b[1] & 0xf0) == 16) ||
-            (b[0] == 192 && b[1] == 168) ||
-            (b[0] == 100 && (b[1] & 0xc0) == 64))
-            return "private";
-        if (b[0] == 0)
-            return "unspecified";
-        return "reserved";
-    }
-    static const uint8_t zero[16];
-    if (memcmp(b, zero, 15) == 0 && b[15] == 1)
-        return "loopback";
-    if (memcmp(b, zero, 16) == 0)
-        return "unspecified";
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
-        return "link-local";
-    if ((b[0] & 0xfe) == 0xfc)
-        return "private";
-    return "reserved";
-}
-
-static void addr_text(const struct host_addr *a, char *out, size_t cap)
-{
-    if (!inet_ntop(a->family == 4 ? AF_INET : AF_INET6, a->bytes, out,
-                   (socklen_t)cap))
-        snprintf(out, cap, "?");
-}
-
 static socklen_t to_sockaddr(const struct host_addr *a, int port,
                              struct sockaddr_storage *ss)
 {
@@ -763,64 +737,14 @@ static socklen_t to_sockaddr(const struct host_addr *a, int port,
     return sizeof *s6;
 }
 
-/*
- * Would dialing a:port reach our own listener? Also true for the
- * unspecified address (Linux routes it to a local listener) and for an
- * IPv4-mapped IPv6 form of our address.
- */
-static bool is_self(struct proxy *p, const struct host_addr *a, int port)
-{
-    static const uint8_t zero[16];
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
-                                       0, 0, 0, 0, 0xff, 0xff};
-    if (p->is_unix || port != p->port)
-        return false;
-    const uint8_t *v4 = NULL;
-    if (a->family == 4)
-        v4 = a->bytes;
-    else if (memcmp(a->bytes, mapped, 12) == 0)
-        v4 = a->bytes + 12;
-    if ((a->family == 4 && memcmp(a->bytes, zero, 4) == 0) ||
-        (a->family == 6 && memcmp(a->bytes, zero, 16) == 0) ||
-        (v4 && memcmp(v4, zero, 4) == 0))
-        return true;
-    if (p->self.ss_family == AF_INET && v4)
-        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, v4, 4) == 0;
-    if (p->self.ss_family == AF_INET6 && a->family == 6)
-        return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr, a->bytes,
-                      16) == 0;
-    return false;
-}
-
 /* Every address must pass; one that does not refuses the request. */
 static bool addr_admitted(struct conn *c, const struct host_addr *a)
 {
-    struct proxy *p = c->px;
-    char text[INET6_ADDRSTRLEN], reason[HOST_NAME_CAP + 128];
-    if (is_self(p, a, c->port)) {
-        snprintf(reason, sizeof reason,
-                 "%s:%d is the proxy's own listening address", c->host,
-                 c->port);
-        conn_reply(c, 403, "deny", "own_address", reason);
-        return false;
-    }
-    if (host_addr_is_private(a) && !p->opts.allow_private &&
-        !hostpat_admits_addr(c->allow->list, a, c->port)) {
-        addr_text(a, text, sizeof text);
-        if (c->kind == HOST_NAME)
-            snprintf(reason, sizeof reason,
-                     "%s resolves to a %s address (%s), which the "
-                     "allowlist does not admit",
-                     c->host, addr_class(a), text);
-        else
-            snprintf(reason, sizeof reason,
-                     "%s is a %s address, which the allowlist does not "
-                     "admit",
-                     text, addr_class(a));
-        conn_reply(c, 403, "deny", "private_address", reason);
-        return false;
-    }
-    return true;
+    struct verdict v;
+    if (decide_addr(c->px, c->allow->list, c->kind, c->host, c->port, a, &v))
+        return true;
+    conn_reply(c, v.status, "deny", v.code, v.reason);
+    return false;
 }
 
 static void on_connect(uv_connect_t *req, int status);
@@ -874,6 +798,101 @@ static void dial_next(struct conn *c)
     }
 }
 
+/* ---- a tunnel's first client bytes: held until the SNI decision ---- */
+
+/* Feeds client bytes to the SNI decision; forwards them once it passes. */
+static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off, size_t n)
+{
+    struct proxy_loop *loop = c->px->loop;
+    struct relay_buf *b = c->sni;
+    size_t room = TLS_HELLO_MAX + 1 - b->len;
+    size_t take = n < room ? n : room;
+    memcpy(b->data + b->len, rb->data + off, take);
+    b->len += (uint32_t)take;
+    struct verdict v;
+    enum sni_verdict r =
+        decide_sni((const uint8_t *)b->data, b->len, c->kind, c->host, &v);
+    if (r != SNI_PASS) {
+        relay_buf_put(loop, rb);
+        if (r == SNI_REFUSE) {
+            conn_event(c, "deny", v.code, v.status, v.reason);
+            conn_close(c);
+        }
+        return;
+    }
+    c->sni_wait = false;
+    c->sni = NULL;
+    if (relay_send(c, DIR_UP, b, 0, b->len) < 0) {
+        relay_buf_put(loop, rb);
+        conn_close(c);
+        return;
+    }
+    if (n > take) {
+        if (relay_send(c, DIR_UP, rb, off + take, n - take) < 0)
+            conn_close(c);
+        return;
+    }
+    relay_buf_put(loop, rb);
+}
+
+/* The client ended its side: inside a hello that is a refusal; before any
+ * byte the tunnel simply has no hello to check. Then the relay passes the
+ * end on. */
+static void client_ended(struct conn *c)
+{
+    if (c->state == CONN_TUNNEL && c->sni_wait) {
+        if (c->sni->len > 0) {
+            conn_event(c, "deny", "tls_malformed", 403,
+                       "the client ended inside a TLS ClientHello");
+            conn_close(c);
+            return;
+        }
+        c->sni_wait = false;
+        relay_buf_put(c->px->loop, c->sni);
+        c->sni = NULL;
+    }
+    relay_eof(c, SIDE_CLIENT);
+}
+
+/* The tunnel is up: the bytes the client sent early go upstream, through
+ * the SNI decision when sni_match asks for one (header_timeout for the
+ * whole hello). */
+static void tunnel_begin(struct conn *c)
+{
+    struct proxy_loop *loop = c->px->loop;
+    const char *early = c->head;
+    size_t n = c->head_len;
+    if (c->px->opts.sni_match) {
+        c->sni = relay_buf_get(loop);
+        if (!c->sni) {
+            conn_close(c);
+            return;
+        }
+        c->sni_wait = true;
+        conn_arm(c, c->px->opts.header_ms < c->px->opts.idle_ms
+                        ? c->px->opts.header_ms
+                        : c->px->opts.idle_ms);
+        c->deadline = uv_now(&loop->uv) + c->px->opts.header_ms;
+        if (n > 0) {
+            struct relay_buf *rb = relay_buf_get(loop);
+            if (!rb) {
+                conn_close(c);
+                return;
+            }
+            memcpy(rb->data, early, n);
+            sni_feed(c, rb, 0, n);
+        }
+    } else if (n > 0) {
+        if (relay_send_copy(c, DIR_UP, early, n) < 0) {
+            conn_close(c);
+            return;
+        }
+    }
+    if (c->closing)
+        return;
+    conn_head_free(c);
+}
+
 static void tunnel_established(struct conn *c)
 {
     conn_admit(c, 1); /* its event comes when the tunnel ends */
@@ -889,9 +908,9 @@ static void tunnel_established(struct conn *c)
     conn_arm(c, c->px->opts.idle_ms);
     bool ended = c->dir[DIR_UP].eof;
     c->dir[DIR_UP].eof = false;
-    relay_tunnel_begin(c);
+    tunnel_begin(c);
     if (ended && !c->closing)
-        relay_eof(c, SIDE_CLIENT);
+        client_ended(c);
     conn_update_reads(c);
 }
 
@@ -1111,17 +1130,11 @@ static void handle_request(struct conn *c, const struct http_request *req,
 
     proxy_allow_put(c->allow);
     c->allow = proxy_allow_get(p);
-    bool listed = hostpat_match(c->allow->list, req->host_kind, req->host,
-                                &req->addr, req->port);
-    /* Learn mode admits what the list does not; every later check (the
-     * address rule, the SNI match) still applies. */
-    c->reported = !listed && p->opts.report;
-    if (!listed && !c->reported) {
-        char reason[HOST_NAME_CAP + 64];
-        snprintf(reason, sizeof reason, "host %s:%d is not in the allowlist",
-                 req->host, req->port);
+    struct verdict v;
+    if (!decide_host(p, c->allow->list, req->host_kind, req->host, &req->addr,
+                     req->port, &c->reported, &v)) {
         c->head_len = 0; /* pipelined bytes after a refusal go nowhere */
-        conn_reply(c, 403, "deny", "not_allowed", reason);
+        conn_reply(c, v.status, "deny", v.code, v.reason);
         return;
     }
 

@@ -166,7 +166,6 @@ int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
                size_t len);
 /* Copies bytes into a buffer of its own and sends it. */
 int relay_send_copy(struct conn *c, int d, const char *p, size_t len);
-void relay_tunnel_begin(struct conn *c);
 struct relay_buf *relay_buf_get(struct proxy_loop *loop);
 /* A RELAY_BIG_SIZE buffer, for reads in an established tunnel. */
 struct relay_buf *relay_buf_big(struct proxy_loop *loop);

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "proxy_conn.h"
-#include "tlshello.h"
 
 struct relay_buf *relay_buf_get(struct proxy_loop *loop)
 {
@@ -204,122 +203,6 @@ static void relay_shutdown(struct conn *c, int d)
         conn_close(c);
 }
 
-/* ---- tunnels: the SNI check ---- */
-
-/* 1: relay, 0: wait for more, -1: refused (connection closed). */
-static int sni_decide(struct conn *c)
-{
-    struct relay_buf *b = c->sni;
-    char name[HOST_NAME_CAP + 1];
-    enum tls_sni r =
-        tls_hello_sni((const uint8_t *)b->data, b->len, name, sizeof name);
-    const char *why = NULL, *code = "tls_malformed";
-    char reason[2 * HOST_NAME_CAP + 96];
-    switch (r) {
-    case TLS_SNI_NEED_MORE:
-        if (b->len < TLS_HELLO_MAX)
-            return 0;
-        why = "TLS ClientHello larger than the proxy reads";
-        break;
-    case TLS_SNI_FOUND: {
-        char norm[HOST_NAME_CAP];
-        enum host_kind k =
-            host_parse(name, strlen(name), norm, sizeof norm, NULL);
-        if (c->kind != HOST_NAME) {
-            snprintf(reason, sizeof reason,
-                     "TLS server name \"%.*s\" in a tunnel to the IP "
-                     "address %s",
-                     HOST_NAME_CAP / 2, name, c->host);
-            why = reason;
-            code = "sni_mismatch";
-        } else if (k != HOST_NAME || strcmp(norm, c->host) != 0) {
-            snprintf(reason, sizeof reason,
-                     "TLS server name \"%.*s\" does not match the CONNECT "
-                     "host %s",
-                     HOST_NAME_CAP / 2, name, c->host);
-            why = reason;
-            code = "sni_mismatch";
-        }
-        break;
-    }
-    case TLS_SNI_MALFORMED:
-        /* Refused: a hello the reader cannot parse might be one the
-         * server parses differently. */
-        why = "malformed TLS ClientHello";
-        break;
-    case TLS_SNI_ABSENT:
-    case TLS_SNI_NOT_TLS:
-        break;
-    }
-    if (why) {
-        conn_event(c, "deny", code, 403, why);
-        conn_close(c);
-        return -1;
-    }
-    c->sni_wait = false;
-    struct relay_buf *first = c->sni;
-    c->sni = NULL;
-    if (relay_send(c, DIR_UP, first, 0, first->len) < 0) {
-        conn_close(c);
-        return -1;
-    }
-    return 1;
-}
-
-/* Feeds client bytes to the SNI check; forwards them once it passes. */
-static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off, size_t n)
-{
-    struct relay_buf *b = c->sni;
-    size_t room = TLS_HELLO_MAX + 1 - b->len;
-    size_t take = n < room ? n : room;
-    memcpy(b->data + b->len, rb->data + off, take);
-    b->len += (uint32_t)take;
-    int r = sni_decide(c);
-    if (r == 1 && n > take) {
-        if (relay_send(c, DIR_UP, rb, off + take, n - take) < 0)
-            conn_close(c);
-        return;
-    }
-    relay_buf_put(c->px->loop, rb);
-}
-
-void relay_tunnel_begin(struct conn *c)
-{
-    struct proxy_loop *loop = c->px->loop;
-    const char *early = c->head;
-    size_t n = c->head_len;
-    if (c->px->opts.sni_match) {
-        c->sni = relay_buf_get(loop);
-        if (!c->sni) {
-            conn_close(c);
-            return;
-        }
-        c->sni_wait = true;
-        c->deadline = uv_now(&loop->uv) + c->px->opts.header_ms;
-        conn_arm(c, c->px->opts.header_ms < c->px->opts.idle_ms
-                        ? c->px->opts.header_ms
-                        : c->px->opts.idle_ms);
-        c->deadline = uv_now(&loop->uv) + c->px->opts.header_ms;
-        if (n > 0) {
-            struct relay_buf *rb = relay_buf_get(loop);
-            if (!rb) {
-                conn_close(c);
-                return;
-            }
-            memcpy(rb->data, early, n);
-            sni_feed(c, rb, 0, n);
-        }
-    } else if (n > 0) {
-        if (relay_send_copy(c, DIR_UP, early, n) < 0) {
-            conn_close(c);
-            return;
-        }
-    }
-    if (c->closing)
-        return;
-    conn_head_free(c);
-}
-
 /* ---- data ---- */
 
 static void count(atomic_ullong *v, size_t n)
@@ -353,9 +236,7 @@ void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n)
 {
     count(&c->px->stats.bytes_up, n);
     if (c->state == CONN_TUNNEL) {
-        if (c->sni_wait)
-            sni_feed(c, rb, 0, n);
-        else if (relay_send(c, DIR_UP, rb, 0, n) < 0)
+        if (relay_send(c, DIR_UP, rb, 0, n) < 0)
             conn_close(c);
         return;
     }
@@ -523,17 +404,6 @@ void relay_eof(struct conn *c, int side)
     int d = side == SIDE_CLIENT ? DIR_UP : DIR_DOWN;
     c->dir[d].eof = true;
     if (c->state == CONN_TUNNEL) {
-        if (side == SIDE_CLIENT && c->sni_wait) {
-            if (c->sni->len > 0) {
-                conn_event(c, "deny", "tls_malformed", 403,
-                           "the client ended inside a TLS ClientHello");
-                conn_close(c);
-                return;
-            }
-            c->sni_wait = false;
-            relay_buf_put(c->px->loop, c->sni);
-            c->sni = NULL;
-        }
         if (tunnel_done(c))
             return;
         if (c->dir[d].pending == 0)
