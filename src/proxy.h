@@ -5,8 +5,9 @@
  *   proxy_lua.c     the "isolation.proxy" userdata and its options
  *   proxy_loop.c    the module's private uv loops (a background thread, or
  *                   driven from luv's loop) and the commands they take
- *   proxy_listen.c  listening sockets (unix and loopback TCP)
- *   proxy_conn.c    one client connection: request heads, checks, dialing
+ *   proxy_listen.c  listening sockets (unix and loopback TCP), accepting
+ *   proxy_conn.c    one client connection: request heads, dialing, replies
+ *   proxy_decide.c  every allow/deny decision about a request
  *   proxy_relay.c   moving bytes: tunnels, bodies, backpressure
  *   proxy_event.c   events, stats and the swappable allowlist
  *   proxy_audit.c   the audit log: JSON lines written by a thread of its own
@@ -258,13 +259,27 @@ int proxy_listen_tcp(struct proxy *p, const struct sockaddr_storage *addr,
 /* Removes our socket file (only if it is still the one we made). */
 void proxy_listen_unlink(struct proxy *p);
 
-/* proxy_conn.c: on the loop's thread. */
+/* proxy_listen.c, on the loop's thread: the listener's handle. */
 int proxy_start(struct proxy *p);
 void proxy_stop(struct proxy *p);
 /* A connection waiting on server: accepted, checked against
- * max_connections, and read. */
+ * max_connections and the descriptor pool, and read. */
 void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
                   bool nodelay_inherited);
+/* A closing proxy whose last handle is gone drops the loop's reference. */
+void proxy_maybe_release(struct proxy *p);
+/* Is this proxy one of several in the process? Then the descriptor pool's
+ * sharing rules apply (a proxy alone keeps every descriptor it may). */
+bool proxy_pool_shared(void);
+
+/* proxy_conn.c: what the listener asks of a connection. */
+/* A client accepted from server, counted, not yet read; NULL if none. */
+struct conn *conn_accept(struct proxy *p, uv_stream_t *server, bool is_unix);
+/* Admitted: starts reading its first request. */
+void conn_start(struct conn *c, bool is_unix, bool nodelay_inherited);
+/* Refused by admission: a 503 and closed at once. */
+void conn_refuse(struct conn *c, const char *reason);
+void conn_close(struct conn *c);
 
 /* proxy_auth.c: the token (constant time in the token's length). */
 void proxy_token_set(struct proxy_opts *o, const char *token, size_t len);
@@ -279,7 +294,8 @@ bool proxy_token_socks_ok(const struct proxy_opts *o, const uint8_t *user,
 #define PASS_MAX_FDS 2
 
 /* proxy_event.c */
-/* The event of c's request (its method, host, port, bytes and duration). */
+/* The event of c's request (its method, host, port, bytes and duration);
+ * c NULL: an event of the proxy itself (no request). */
 void proxy_event(struct proxy *p, const struct conn *c, const char *type,
                  const char *code, int status, const char *reason);
 /* Moves the queued events to a new Lua array on the stack. */

@@ -1,7 +1,8 @@
 /*
- * proxy_conn.c - one client connection: accept, read and check a request
- * head, resolve and check every address, dial only a checked address, and
- * answer errors. The bytes themselves move in proxy_relay.c.
+ * proxy_conn.c - one client connection, in the order a request runs: read
+ * its head, decide (proxy_decide.c), resolve and decide on every address,
+ * dial only a checked address, then hand the bytes to proxy_relay.c; and
+ * answer errors. Accepting it is the listener's (proxy_listen.c).
  *
  * The order of the checks is the security property: the allowlist is
  * consulted before any lookup, every address a name resolves to is checked
@@ -34,12 +35,6 @@ static inline uv_loop_t *conn_loop(struct conn *c)
     return &c->px->loop->uv;
 }
 
-static void proxy_maybe_release(struct proxy *p)
-{
-    if (p->closing && p->handles == 0)
-        proxy_unref(p); /* the loop's reference */
-}
-
 /* After a flood the heap keeps its pages (glibc gives back only the top):
  * once the loop's connections fall to a quarter of a large peak, the free
  * pages and the buffer pools go back to the system. Rare, and off the
@@ -64,15 +59,6 @@ static void conn_free_if_done(struct conn *c)
     loop_conn_freed(loop);
     p->handles--;
     proxy_maybe_release(p);
-}
-
-/* Proxies open in the process: the pool's rules are for sharing, and a
- * proxy alone in its process keeps every descriptor its limit allows. */
-static atomic_int proxies_open;
-
-static bool pool_shared(void)
-{
-    return atomic_load_explicit(&proxies_open, memory_order_relaxed) > 1;
 }
 
 /* Descriptors in the process-wide pool (see proxy_fds_setup). */
@@ -767,7 +753,7 @@ static void dial_next(struct conn *c)
         conn_reply(c, 502, "error", "connect_failed", reason);
         return;
     }
-    if (pool_shared() &&
+    if (proxy_pool_shared() &&
         atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) >=
             atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed)) {
         conn_reply(c, 503, "error", "too_many",
@@ -1337,30 +1323,7 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-/* ---- accepting ---- */
-
-/*
- * Why a new client of p must be refused (NULL: it is admitted). Each
- * client may take two descriptors (its own and the upstream's): p stays
- * within max_connections and, when it shares the process with other
- * proxies, they all stay within the process's pool and no one proxy takes
- * more than half of it, so a flooded session leaves the others room to
- * accept and dial.
- */
-static const char *admission(struct proxy *p)
-{
-    long usable = atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed);
-    if (p->nclients >= p->opts.max_connections)
-        return "too many connections (this proxy's max_connections)";
-    if (!pool_shared())
-        return NULL;
-    if (atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) + 2 >
-        usable)
-        return "the descriptors the process keeps for proxies are in use";
-    if ((long)p->fds + 2 > usable / 2)
-        return "this proxy holds half of the process's descriptors for proxies";
-    return NULL;
-}
+/* ---- a new client, for the listener (proxy_listen.c) ---- */
 
 /*
  * A refused client gets its 503 and is closed at once: a refusal that
@@ -1369,7 +1332,7 @@ static const char *admission(struct proxy *p)
  * protects. What it sent is read away first, so the close is a FIN (a
  * reset still leaves the queued reply readable on Linux).
  */
-static void conn_refuse(struct conn *c, const char *reason)
+void conn_refuse(struct conn *c, const char *reason)
 {
     conn_event(c, "error", "too_many", 503, reason);
     char msg[600];
@@ -1386,45 +1349,11 @@ static void conn_refuse(struct conn *c, const char *reason)
     conn_close(c);
 }
 
-/* accept() itself failed. libuv has then already used its reserve
- * descriptor (closed it, accepted and closed every waiting client, opened
- * it again), so the listener does not spin; the owner hears of it once
- * per run of failures. */
-static void accept_failed(struct proxy *p, int status)
-{
-    if (p->accept_failing)
-        return;
-    p->accept_failing = true;
-    struct conn *blank = calloc(1, sizeof *blank);
-    if (!blank)
-        return;
-    char reason[160];
-    snprintf(reason, sizeof reason,
-             "accept failed (%s): clients are closed unanswered until "
-             "descriptors are free",
-             uv_strerror(status));
-    proxy_event(p, blank, "error", "too_many", 503, reason);
-    free(blank);
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    struct proxy *p = server->data;
-    if (p->closing)
-        return;
-    if (status < 0) {
-        accept_failed(p, status);
-        return;
-    }
-    proxy_accept(p, server, p->is_unix, p->nodelay_inherited);
-}
-
-void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
-                  bool nodelay_inherited)
+struct conn *conn_accept(struct proxy *p, uv_stream_t *server, bool is_unix)
 {
     struct conn *c = calloc(1, sizeof *c);
     if (!c)
-        return;
+        return NULL;
     c->px = p;
     c->client_unix = is_unix;
     uv_loop_t *loop = &p->loop->uv;
@@ -1432,7 +1361,7 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
                     : uv_tcp_init(loop, &c->client.tcp);
     if (r != 0) {
         free(c);
-        return;
+        return NULL;
     }
     c->client.h.data = c;
     uv_timer_init(loop, &c->timer);
@@ -1449,17 +1378,17 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
     atomic_fetch_add_explicit(&p->stats.active, 1, memory_order_relaxed);
     if (uv_accept(server, &c->client.s) != 0) {
         conn_close(c);
-        return;
+        return NULL;
     }
-    p->accept_failing = false;
     fd_take(c, &c->fd_client);
     atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
     c->state = CONN_HEAD;
-    const char *refused = admission(p);
-    if (refused) {
-        conn_refuse(c, refused);
-        return;
-    }
+    return c;
+}
+
+void conn_start(struct conn *c, bool is_unix, bool nodelay_inherited)
+{
+    struct proxy *p = c->px;
     if (!is_unix && !nodelay_inherited)
         uv_tcp_nodelay(&c->client.tcp, 1);
     c->counted = true;
@@ -1470,56 +1399,4 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
         c->pass = PASS_PROBE;
     conn_arm(c, p->opts.header_ms);
     conn_update_reads(c);
-}
-
-static void on_listener_closed(uv_handle_t *h)
-{
-    struct proxy *p = h->data;
-    p->handles--;
-    proxy_maybe_release(p);
-}
-
-int proxy_start(struct proxy *p)
-{
-    uv_loop_t *loop = &p->loop->uv;
-    int r = p->is_unix ? uv_pipe_init(loop, &p->listener.pipe, 0)
-                       : uv_tcp_init(loop, &p->listener.tcp);
-    if (r != 0) {
-        close(p->listen_fd);
-        p->listen_fd = -1;
-        p->closing = true;
-        proxy_maybe_release(p);
-        return r;
-    }
-    p->listener.handle.data = p;
-    p->handles++;
-    p->listener_open = true;
-    r = p->is_unix ? uv_pipe_open(&p->listener.pipe, p->listen_fd)
-                   : uv_tcp_open(&p->listener.tcp, p->listen_fd);
-    if (r != 0)
-        close(p->listen_fd);
-    p->listen_fd = -1;
-    if (r == 0)
-        r = uv_listen(&p->listener.stream, 4096, on_connection);
-    atomic_fetch_add_explicit(&proxies_open, 1, memory_order_relaxed);
-    p->counted_open = true;
-    if (r != 0)
-        proxy_stop(p);
-    return r;
-}
-
-void proxy_stop(struct proxy *p)
-{
-    if (p->closing)
-        return;
-    p->closing = true;
-    if (p->counted_open)
-        atomic_fetch_sub_explicit(&proxies_open, 1, memory_order_relaxed);
-    if (p->listener_open) {
-        p->listener_open = false;
-        uv_close(&p->listener.handle, on_listener_closed);
-    }
-    while (p->conns)
-        conn_close(p->conns);
-    proxy_maybe_release(p);
 }

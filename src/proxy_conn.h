@@ -138,7 +138,6 @@ void proxy_pass_read(struct conn *c, ssize_t n);
 void proxy_pass_conn_closed(struct conn *c);
 
 /* proxy_conn.c, used by the relay */
-void conn_close(struct conn *c);
 void conn_update_reads(struct conn *c);
 void conn_fail(struct conn *c, int status, const char *type, const char *code,
                const char *reason);
