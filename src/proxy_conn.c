@@ -116,28 +116,28 @@ static void on_up_closed(uv_handle_t *h)
 {
     struct conn *c = h->data;
     c->nopen--;
-    c->up_inited = c->up_closing = c->up_connected = false;
+    c->up.inited = c->up.closing = c->up.connected = false;
     c->reading[SIDE_UP] = false;
     if (c->closing) {
         conn_free_if_done(c);
         return;
     }
-    if (c->redial) {
-        c->redial = false;
+    if (c->up.redial) {
+        c->up.redial = false;
         dial_next(c);
     }
 }
 
 static void conn_close_up(struct conn *c)
 {
-    if (!c->up_inited || c->up_closing)
+    if (!c->up.inited || c->up.closing)
         return;
-    c->up_closing = true;
-    c->up_connected = false;
-    c->up_reusable = false;
+    c->up.closing = true;
+    c->up.connected = false;
+    c->up.reusable = false;
     c->reading[SIDE_UP] = false;
     fd_give(c, &c->fd_up);
-    uv_close((uv_handle_t *)&c->up, on_up_closed);
+    uv_close((uv_handle_t *)&c->up.tcp, on_up_closed);
 }
 
 void conn_event(struct conn *c, const char *type, const char *code, int status,
@@ -170,12 +170,12 @@ void conn_event_admitted(struct conn *c)
         snprintf(reason, sizeof reason, "%stunnel to %s", learn, text);
     } else {
         snprintf(reason, sizeof reason, "%supstream answered %d%s", learn,
-                 c->res_status,
-                 c->res_done ? "" : " (the response was cut short)");
+                 c->fwd.res_status,
+                 c->fwd.res_done ? "" : " (the response was cut short)");
     }
     conn_event(c, c->reported ? "report" : "allow",
                c->reported ? "not_allowed" : "allowed",
-               c->admitted == 1 ? 200 : c->res_status, reason);
+               c->admitted == 1 ? 200 : c->fwd.res_status, reason);
 }
 
 void conn_close(struct conn *c)
@@ -204,9 +204,9 @@ void conn_close(struct conn *c)
     fd_give(c, &c->fd_client);
     uv_close(&c->client.h, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
-    if (c->up_inited && !c->up_closing) {
-        c->up_closing = true;
-        uv_close((uv_handle_t *)&c->up, on_up_closed);
+    if (c->up.inited && !c->up.closing) {
+        c->up.closing = true;
+        uv_close((uv_handle_t *)&c->up.tcp, on_up_closed);
     }
     fd_give(c, &c->fd_up);
     if (c->gai)
@@ -215,11 +215,11 @@ void conn_close(struct conn *c)
     struct proxy_loop *loop = p->loop;
     if (c->sni)
         relay_buf_put(loop, c->sni);
-    if (c->res)
-        relay_buf_put(loop, c->res);
-    if (c->out)
-        relay_buf_put(loop, c->out);
-    c->sni = c->res = c->out = NULL;
+    if (c->fwd.res)
+        relay_buf_put(loop, c->fwd.res);
+    if (c->fwd.out)
+        relay_buf_put(loop, c->fwd.out);
+    c->sni = c->fwd.res = c->fwd.out = NULL;
     proxy_allow_put(c->allow);
     c->allow = NULL;
 }
@@ -243,7 +243,8 @@ static void set_reading(struct conn *c, int side, bool want)
 {
     if (c->reading[side] == want)
         return;
-    uv_stream_t *s = side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up;
+    uv_stream_t *s =
+        side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up.tcp;
     if (want) {
         int r = side == SIDE_CLIENT
                     ? uv_read_start(s, on_client_alloc, on_client_read)
@@ -275,7 +276,7 @@ void conn_update_reads(struct conn *c)
         /* The body while it is due; afterwards, pipelined bytes while they
          * fit (and the client's leaving). */
         client =
-            c->req_done
+            c->fwd.req_done
                 ? !c->carry_lost && c->head_len <= c->px->opts.max_header_bytes
                 : !c->dir[DIR_UP].eof && c->dir[DIR_UP].pending == 0;
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
@@ -292,7 +293,7 @@ void conn_update_reads(struct conn *c)
         break;
     }
     set_reading(c, SIDE_CLIENT, client);
-    if (c->up_inited && c->up_connected && !c->up_closing)
+    if (c->up.inited && c->up.connected && !c->up.closing)
         set_reading(c, SIDE_UP, up);
 }
 
@@ -339,7 +340,7 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     if (c->state == CONN_HEAD ||
         ((c->state == CONN_RESOLVE || c->state == CONN_DIAL) &&
          c->is_connect) ||
-        (c->state == CONN_FORWARD && c->req_done)) {
+        (c->state == CONN_FORWARD && c->fwd.req_done)) {
         size_t limit = c->px->opts.max_header_bytes + 1;
         if (c->head_len == c->head_cap && c->head_cap < limit) {
             size_t cap = c->head_cap ? c->head_cap * 4 : 4096;
@@ -440,7 +441,7 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         conn_update_reads(c);
         return;
     }
-    if (c->state == CONN_FORWARD && c->req_done) {
+    if (c->state == CONN_FORWARD && c->fwd.req_done) {
         /* The request is sent: what comes now is the next request, kept
          * in the head buffer, or the client leaving (an end here means it
          * gave up waiting: the request is over). */
@@ -516,7 +517,7 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         if (c->state == CONN_HEAD) {
             conn_close_up(c); /* a kept upstream went away */
         } else if (n != UV_EOF) {
-            if (c->state == CONN_FORWARD && !c->res_head_done)
+            if (c->state == CONN_FORWARD && !c->fwd.res_head_done)
                 conn_fail(c, 502, "error", "upstream_failed",
                           "upstream connection failed");
             else
@@ -557,7 +558,7 @@ void conn_carry(struct conn *c, const char *p, size_t n)
         /* More pipelined bytes than a head may hold: never parse a
          * stream with a hole in it; answer this request, then end. */
         c->carry_lost = true;
-        c->close_after = true;
+        c->fwd.close_after = true;
         return;
     }
     memcpy(c->head + c->head_len, p, n);
@@ -694,7 +695,7 @@ void conn_fail(struct conn *c, int status, const char *type, const char *code,
     if (c->closing)
         return;
     if (c->state == CONN_TUNNEL ||
-        (c->state == CONN_FORWARD && c->res_head_done)) {
+        (c->state == CONN_FORWARD && c->fwd.res_head_done)) {
         /* The client already has a status line: all we can do is stop. */
         conn_event(c, type, code, status, reason);
         conn_close(c);
@@ -739,9 +740,9 @@ static void dial_next(struct conn *c)
 {
     if (c->closing || c->state != CONN_DIAL)
         return;
-    if (c->up_inited) {
-        c->redial = true; /* after the old socket's close callback */
-        if (!c->up_closing)
+    if (c->up.inited) {
+        c->up.redial = true; /* after the old socket's close callback */
+        if (!c->up.closing)
             conn_close_up(c);
         return;
     }
@@ -760,7 +761,7 @@ static void dial_next(struct conn *c)
                    "the descriptors the process keeps for proxies are in use");
         return;
     }
-    int r = uv_tcp_init(conn_loop(c), &c->up);
+    int r = uv_tcp_init(conn_loop(c), &c->up.tcp);
     if (r != 0) {
         c->last_err = r;
         c->addr_i = c->naddr;
@@ -769,17 +770,17 @@ static void dial_next(struct conn *c)
     }
     fd_take(c, &c->fd_up);
     c->nopen++;
-    c->up_inited = true;
-    c->up.data = c;
+    c->up.inited = true;
+    c->up.tcp.data = c;
     struct sockaddr_storage ss;
     to_sockaddr(&c->addrs[c->addr_i], c->port, &ss);
-    c->connect_req.data = c;
-    r = uv_tcp_connect(&c->connect_req, &c->up, (struct sockaddr *)&ss,
+    c->up.connect.data = c;
+    r = uv_tcp_connect(&c->up.connect, &c->up.tcp, (struct sockaddr *)&ss,
                        on_connect);
     if (r != 0) {
         c->last_err = r;
         c->addr_i++;
-        c->redial = true;
+        c->up.redial = true;
         conn_close_up(c);
     }
 }
@@ -904,11 +905,11 @@ static void forward_send(struct conn *c)
 {
     c->state = CONN_FORWARD;
     memset(c->dir, 0, sizeof c->dir);
-    c->res_head_done = c->res_done = false;
+    c->fwd.res_head_done = c->fwd.res_done = false;
     c->last_active = uv_now(conn_loop(c));
     conn_arm(c, c->px->opts.idle_ms);
-    struct relay_buf *out = c->out;
-    c->out = NULL;
+    struct relay_buf *out = c->fwd.out;
+    c->fwd.out = NULL;
     if (relay_send(c, DIR_UP, out, 0, out->len) < 0) {
         conn_fail(c, 502, "error", "upstream_failed",
                   "cannot send the request upstream");
@@ -925,15 +926,15 @@ static void on_connect(uv_connect_t *req, int status)
     if (status < 0) {
         c->last_err = status;
         c->addr_i++;
-        c->redial = true;
+        c->up.redial = true;
         conn_close_up(c);
         return;
     }
-    c->up_connected = true;
-    uv_tcp_nodelay(&c->up, 1);
-    memcpy(c->up_host, c->host, sizeof c->up_host);
-    c->up_port = c->port;
-    c->up_addr = c->addrs[c->addr_i];
+    c->up.connected = true;
+    uv_tcp_nodelay(&c->up.tcp, 1);
+    memcpy(c->up.host, c->host, sizeof c->up.host);
+    c->up.port = c->port;
+    c->up.addr = c->addrs[c->addr_i];
     if (c->is_connect)
         tunnel_established(c);
     else
@@ -1053,38 +1054,40 @@ static int forward_prepare(struct conn *c, const struct http_request *req,
             return -1;
         n = http_write_upstream_head(req, true, out->data, out->cap);
     }
-    c->req_body = (uint8_t)req->body;
-    c->req_left = req->content_length;
-    http_chunked_init(&c->req_chunk);
-    c->req_done = req->body == BODY_NONE;
+    c->fwd.req_body = (uint8_t)req->body;
+    c->fwd.req_left = req->content_length;
+    http_chunked_init(&c->fwd.req_chunk);
+    c->fwd.req_done = req->body == BODY_NONE;
     const char *rest = c->head + head_len;
     size_t nb = 0;
-    if (!c->req_done && extra > 0) {
+    if (!c->fwd.req_done && extra > 0) {
         if (req->body == BODY_LENGTH) {
-            nb = extra < c->req_left ? extra : (size_t)c->req_left;
-            c->req_left -= nb;
-            c->req_done = c->req_left == 0;
+            nb = extra < c->fwd.req_left ? extra : (size_t)c->fwd.req_left;
+            c->fwd.req_left -= nb;
+            c->fwd.req_done = c->fwd.req_left == 0;
         } else {
             bool done = false;
-            ssize_t r = http_chunked_feed(&c->req_chunk, rest, extra, &done);
+            ssize_t r =
+                http_chunked_feed(&c->fwd.req_chunk, rest, extra, &done);
             if (r < 0) {
                 relay_buf_put(loop, out);
                 return -2;
             }
             nb = (size_t)r;
-            c->req_done = done;
+            c->fwd.req_done = done;
         }
-    } else if (!c->req_done && req->body == BODY_LENGTH && c->req_left == 0) {
-        c->req_done = true;
+    } else if (!c->fwd.req_done && req->body == BODY_LENGTH &&
+               c->fwd.req_left == 0) {
+        c->fwd.req_done = true;
     }
     memcpy(out->data + n, rest, nb);
     out->len = (uint32_t)(n + nb);
     /* Anything after the body is the next request: keep it. */
     memmove(c->head, rest + nb, extra - nb);
     c->head_len = (uint32_t)(extra - nb);
-    if (c->out)
-        relay_buf_put(loop, c->out);
-    c->out = out;
+    if (c->fwd.out)
+        relay_buf_put(loop, c->fwd.out);
+    c->fwd.out = out;
     return 0;
 }
 
@@ -1101,8 +1104,8 @@ static void handle_request(struct conn *c, const struct http_request *req,
     c->kind = (uint8_t)req->host_kind;
     c->is_connect = req->is_connect;
     c->keep_alive = req->keep_alive && !req->is_connect;
-    c->head_req = strcmp(c->method, "HEAD") == 0;
-    c->close_after = false;
+    c->fwd.head_req = strcmp(c->method, "HEAD") == 0;
+    c->fwd.close_after = false;
     c->ev_pending = true;
     c->admitted = 0;
     c->reported = false;
@@ -1128,7 +1131,7 @@ static void handle_request(struct conn *c, const struct http_request *req,
         size_t extra = c->head_len - head_len;
         memmove(c->head, c->head + head_len, extra);
         c->head_len = (uint32_t)extra;
-        if (c->up_inited)
+        if (c->up.inited)
             conn_close_up(c);
     } else {
         int r = forward_prepare(c, req, head_len);
@@ -1141,12 +1144,12 @@ static void handle_request(struct conn *c, const struct http_request *req,
         }
         /* The kept upstream reaches this host:port at a checked address:
          * reuse it if that address still passes under today's allowlist. */
-        if (c->up_connected && !c->up_closing && c->up_reusable &&
-            c->up_port == c->port && strcmp(c->up_host, c->host) == 0) {
+        if (c->up.connected && !c->up.closing && c->up.reusable &&
+            c->up.port == c->port && strcmp(c->up.host, c->host) == 0) {
             c->naddr = 1;
             c->addr_i = 0;
-            c->addrs[0] = c->up_addr;
-            if (!addr_admitted(c, &c->up_addr))
+            c->addrs[0] = c->up.addr;
+            if (!addr_admitted(c, &c->up.addr))
                 return;
             forward_send(c);
             return;
@@ -1249,11 +1252,11 @@ void conn_forward_done(struct conn *c)
         return;
     if (c->ev_pending && c->admitted)
         conn_event_admitted(c);
-    if (!c->up_reusable || c->dir[DIR_DOWN].eof)
+    if (!c->up.reusable || c->dir[DIR_DOWN].eof)
         conn_close_up(c);
     proxy_allow_put(c->allow);
     c->allow = NULL;
-    if (!c->keep_alive || c->close_after || c->carry_lost) {
+    if (!c->keep_alive || c->fwd.close_after || c->carry_lost) {
         conn_end_client(c);
         return;
     }
@@ -1303,7 +1306,7 @@ static void on_timer(uv_timer_t *t)
         }
         uint64_t idle = now - c->last_active;
         if (idle >= p->opts.idle_ms) {
-            if (c->state == CONN_FORWARD && !c->res_head_done)
+            if (c->state == CONN_FORWARD && !c->fwd.res_head_done)
                 conn_fail(c, 504, "error", "upstream_timeout",
                           "upstream did not answer within "
                           "idle_timeout");

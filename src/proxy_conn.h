@@ -41,6 +41,32 @@ struct conn_dir {
     bool shut;        /* the destination's shutdown has completed */
 };
 
+/* The upstream connection, and what it reaches. */
+struct conn_up {
+    uv_tcp_t tcp;
+    uv_connect_t connect;
+    bool inited, connected, closing;
+    bool reusable; /* a forward response left it fit for the next request */
+    bool redial;   /* dial the next address once this socket has closed */
+    /* What it reaches (forward keep-alive): host:port at a checked address. */
+    char host[HOST_NAME_CAP];
+    int port;
+    struct host_addr addr;
+};
+
+/* A forward request and its response, framed in both directions. */
+struct conn_fwd {
+    bool req_done, res_done, res_head_done;
+    bool head_req;    /* HEAD: its response has no body */
+    bool close_after; /* end the client connection after this response */
+    uint8_t req_body, res_body; /* BODY_* */
+    int res_status;
+    uint64_t req_left, res_left;
+    struct http_chunked req_chunk, res_chunk;
+    struct relay_buf *res; /* the response head so far */
+    struct relay_buf *out; /* the upstream head, until dialed */
+};
+
 struct conn {
     struct proxy *px;
     struct conn *prev, *next;
@@ -50,9 +76,8 @@ struct conn {
         uv_stream_t s;
         uv_handle_t h;
     } client;
-    uv_tcp_t up;
+    struct conn_up up;
     uv_timer_t timer;
-    uv_connect_t connect_req;
     uv_shutdown_t shut_req[2]; /* by destination side */
     uv_getaddrinfo_t *gai;
     struct proxy_allow *allow;
@@ -61,8 +86,6 @@ struct conn {
     char *head;
     uint32_t head_len, head_cap;
     struct relay_buf *sni; /* tunnel: first client bytes until decided */
-    struct relay_buf *res; /* forward: the response head so far */
-    struct relay_buf *out; /* forward: the upstream head, until dialed */
 
     uint64_t last_active;
     uint64_t deadline;
@@ -75,10 +98,8 @@ struct conn {
     bool counted; /* counts against max_connections */
     bool reading[2];
     bool bulk[2]; /* by side: a tunnel read filled a whole buffer */
-    bool up_inited, up_connected, up_closing;
-    bool is_connect, keep_alive, sni_wait, gai_cancelled;
-    bool req_done, res_done, res_head_done, head_req, close_after;
-    bool up_reusable, redial, kept;
+    bool is_connect, keep_alive, sni_wait;
+    bool kept;       /* idle between requests, its upstream kept */
     bool ev_pending; /* a request whose event is not given yet */
     /* Admitted (a tunnel established, a response head relayed): its one
      * event is given when it ends, with its bytes. */
@@ -93,22 +114,15 @@ struct conn {
     uint8_t pass;     /* proxy_pass.c: PASS_PROBE, PASS_CONTROL or 0 */
     uint8_t socks;    /* proxy_socks.c: a SOCKS_* stage, or 0 (HTTP) */
     struct pass_listener *listeners; /* a control connection's */
-    uint8_t req_body, res_body;
     struct conn_dir dir[2];
 
     char method[16];
     char host[HOST_NAME_CAP];
     int port;
     uint8_t kind;
-    int res_status;
-    uint64_t req_left, res_left;
-    struct http_chunked req_chunk, res_chunk;
     struct host_addr addrs[PROXY_MAX_ADDRS];
 
-    /* What the open upstream connection reaches (forward keep-alive). */
-    char up_host[HOST_NAME_CAP];
-    int up_port;
-    struct host_addr up_addr;
+    struct conn_fwd fwd;
 };
 
 /* proxy_pass.c: listeners handed over a unix socket (SCM_RIGHTS). */

@@ -137,7 +137,7 @@ int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
         return 0;
     }
     c->req_bytes[d] += len;
-    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up : &c->client.s;
+    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up.tcp : &c->client.s;
     if (c->dir[d].pending == 0) {
         uv_buf_t b = uv_buf_init(rb->data + off, (unsigned)len);
         int n = uv_try_write(dst, &b, 1);
@@ -197,7 +197,7 @@ static void on_shutdown(uv_shutdown_t *req, int status)
  * used for the client's own shutdown outside tunnels). */
 static void relay_shutdown(struct conn *c, int d)
 {
-    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up : &c->client.s;
+    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up.tcp : &c->client.s;
     c->shut_req[d].data = c;
     if (uv_shutdown(&c->shut_req[d], dst, on_shutdown) != 0)
         conn_close(c);
@@ -244,15 +244,15 @@ void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n)
         relay_buf_put(c->px->loop, rb);
         return;
     }
-    if (c->req_done) {
+    if (c->fwd.req_done) {
         conn_carry(c, rb->data, n);
         relay_buf_put(c->px->loop, rb);
         conn_update_reads(c);
         return;
     }
     bool done = false;
-    ssize_t nb =
-        frame(c->req_body, &c->req_left, &c->req_chunk, rb->data, n, &done);
+    ssize_t nb = frame(c->fwd.req_body, &c->fwd.req_left, &c->fwd.req_chunk,
+                       rb->data, n, &done);
     if (nb < 0) {
         relay_buf_put(c->px->loop, rb);
         conn_fail(c, 400, "deny", "bad_request",
@@ -261,40 +261,40 @@ void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n)
     }
     if ((size_t)nb < n)
         conn_carry(c, rb->data + nb, n - (size_t)nb);
-    c->req_done = done;
+    c->fwd.req_done = done;
     if (relay_send(c, DIR_UP, rb, 0, (size_t)nb) < 0) {
         conn_close(c);
         return;
     }
-    if (c->req_done && c->res_done)
+    if (c->fwd.req_done && c->fwd.res_done)
         conn_forward_done(c);
     else
         conn_update_reads(c);
 }
 
-/* A response head has been parsed from c->res: pass it on with the body
+/* A response head has been parsed from c->fwd.res: pass it on with the body
  * bytes that followed it. */
 static void response_head(struct conn *c, const struct http_response *res,
                           size_t head_len)
 {
-    struct relay_buf *b = c->res;
-    c->res = NULL;
-    c->res_head_done = true;
-    c->res_status = res->status;
-    c->res_body = (uint8_t)res->body;
-    c->res_left = res->content_length;
-    http_chunked_init(&c->res_chunk);
-    c->up_reusable = res->keep_alive && res->body != BODY_UNTIL_CLOSE;
+    struct relay_buf *b = c->fwd.res;
+    c->fwd.res = NULL;
+    c->fwd.res_head_done = true;
+    c->fwd.res_status = res->status;
+    c->fwd.res_body = (uint8_t)res->body;
+    c->fwd.res_left = res->content_length;
+    http_chunked_init(&c->fwd.res_chunk);
+    c->up.reusable = res->keep_alive && res->body != BODY_UNTIL_CLOSE;
     if (res->body == BODY_UNTIL_CLOSE)
-        c->close_after = true;
+        c->fwd.close_after = true;
     conn_admit(c, 2); /* its event comes when the response is relayed */
     size_t rest = b->len - head_len;
     bool done = res->body == BODY_NONE ||
                 (res->body == BODY_LENGTH && res->content_length == 0);
     ssize_t nb = 0;
     if (!done && rest > 0) {
-        nb = frame(c->res_body, &c->res_left, &c->res_chunk, b->data + head_len,
-                   rest, &done);
+        nb = frame(c->fwd.res_body, &c->fwd.res_left, &c->fwd.res_chunk,
+                   b->data + head_len, rest, &done);
         if (nb < 0) {
             relay_buf_put(c->px->loop, b);
             conn_close(c);
@@ -302,41 +302,42 @@ static void response_head(struct conn *c, const struct http_response *res,
         }
     }
     if ((size_t)nb < rest)
-        c->up_reusable = false; /* bytes beyond the response */
-    c->res_done = done;
+        c->up.reusable = false; /* bytes beyond the response */
+    c->fwd.res_done = done;
     if (relay_send(c, DIR_DOWN, b, 0, head_len + (size_t)nb) < 0) {
         conn_close(c);
         return;
     }
-    if (c->res_done && c->req_done)
+    if (c->fwd.res_done && c->fwd.req_done)
         conn_forward_done(c);
 }
 
 static void response_data(struct conn *c, struct relay_buf *rb, size_t n)
 {
-    if (c->res_done) {
-        c->up_reusable = false;
+    if (c->fwd.res_done) {
+        c->up.reusable = false;
         relay_buf_put(c->px->loop, rb);
         return;
     }
-    if (!c->res_head_done) {
-        if (!c->res) {
-            c->res = rb;
+    if (!c->fwd.res_head_done) {
+        if (!c->fwd.res) {
+            c->fwd.res = rb;
             rb->len = (uint32_t)n;
         } else {
-            size_t room = c->res->cap - c->res->len;
+            size_t room = c->fwd.res->cap - c->fwd.res->len;
             size_t take = n < room ? n : room;
-            memcpy(c->res->data + c->res->len, rb->data, take);
-            c->res->len += (uint32_t)take;
+            memcpy(c->fwd.res->data + c->fwd.res->len, rb->data, take);
+            c->fwd.res->len += (uint32_t)take;
             relay_buf_put(c->px->loop, rb);
         }
         for (;;) {
             struct http_response res;
             const char *why = NULL;
-            int r = http_parse_response(c->res->data, c->res->len, c->res->cap,
-                                        c->head_req, &res, &why);
+            int r = http_parse_response(c->fwd.res->data, c->fwd.res->len,
+                                        c->fwd.res->cap, c->fwd.head_req, &res,
+                                        &why);
             if (r == 0) {
-                if (c->res->len >= c->res->cap)
+                if (c->fwd.res->len >= c->fwd.res->cap)
                     conn_fail(c, 502, "error", "bad_response",
                               "upstream response head too large");
                 return;
@@ -348,15 +349,17 @@ static void response_data(struct conn *c, struct relay_buf *rb, size_t n)
             }
             if (res.status >= 100 && res.status < 200 && res.status != 101) {
                 /* Interim response: pass it on, then parse the next. */
-                if (relay_send_copy(c, DIR_DOWN, c->res->data, (size_t)r) < 0) {
+                if (relay_send_copy(c, DIR_DOWN, c->fwd.res->data, (size_t)r) <
+                    0) {
                     conn_close(c);
                     return;
                 }
-                memmove(c->res->data, c->res->data + r, c->res->len - r);
-                c->res->len -= (uint32_t)r;
-                if (c->res->len == 0) {
-                    relay_buf_put(c->px->loop, c->res);
-                    c->res = NULL;
+                memmove(c->fwd.res->data, c->fwd.res->data + r,
+                        c->fwd.res->len - r);
+                c->fwd.res->len -= (uint32_t)r;
+                if (c->fwd.res->len == 0) {
+                    relay_buf_put(c->px->loop, c->fwd.res);
+                    c->fwd.res = NULL;
                     return;
                 }
                 continue;
@@ -366,21 +369,21 @@ static void response_data(struct conn *c, struct relay_buf *rb, size_t n)
         }
     }
     bool done = false;
-    ssize_t nb =
-        frame(c->res_body, &c->res_left, &c->res_chunk, rb->data, n, &done);
+    ssize_t nb = frame(c->fwd.res_body, &c->fwd.res_left, &c->fwd.res_chunk,
+                       rb->data, n, &done);
     if (nb < 0) {
         relay_buf_put(c->px->loop, rb);
         conn_close(c);
         return;
     }
     if ((size_t)nb < n)
-        c->up_reusable = false;
-    c->res_done = done;
+        c->up.reusable = false;
+    c->fwd.res_done = done;
     if (relay_send(c, DIR_DOWN, rb, 0, (size_t)nb) < 0) {
         conn_close(c);
         return;
     }
-    if (c->res_done && c->req_done)
+    if (c->fwd.res_done && c->fwd.req_done)
         conn_forward_done(c);
 }
 
@@ -416,29 +419,29 @@ void relay_eof(struct conn *c, int side)
         return;
     }
     if (side == SIDE_CLIENT) {
-        if (!c->req_done) {
+        if (!c->fwd.req_done) {
             conn_close(c);
             return;
         }
-        c->close_after = true; /* answer, then end */
+        c->fwd.close_after = true; /* answer, then end */
         conn_update_reads(c);
         return;
     }
-    c->up_reusable = false;
-    if (!c->res_head_done) {
+    c->up.reusable = false;
+    if (!c->fwd.res_head_done) {
         conn_fail(c, 502, "error", "upstream_failed",
                   "upstream closed without a response");
         return;
     }
-    if (c->res_body == BODY_UNTIL_CLOSE && !c->res_done) {
-        c->res_done = true;
-        c->close_after = true;
+    if (c->fwd.res_body == BODY_UNTIL_CLOSE && !c->fwd.res_done) {
+        c->fwd.res_done = true;
+        c->fwd.close_after = true;
     }
-    if (!c->res_done) {
+    if (!c->fwd.res_done) {
         conn_close(c); /* truncated: the client must see it break */
         return;
     }
-    if (c->req_done)
+    if (c->fwd.req_done)
         conn_forward_done(c);
     else
         conn_update_reads(c);
