@@ -26,7 +26,7 @@ build = {
         "src/launch_protect.c", "src/launch_script.c", "src/launch_spec.c", "src/launch_wrap.c",
         "src/launch_ssh.c", "src/msg.c",
         "src/preflight.c", "src/protect_runtime.c", "src/proxy_audit.c",
-        "src/proxy_conn.c", "src/proxy_decide.c",
+        "src/proxy_buf.c", "src/proxy_conn.c", "src/proxy_decide.c",
         "src/proxy_event.c", "src/proxy_listen.c", "src/proxy_loop.c",
         "src/proxy_pass.c", "src/proxy_auth.c", "src/proxy_socks.c", "src/socks5.c",
         "src/proxy_lua.c", "src/proxy_relay.c", "src/seccomp.c",

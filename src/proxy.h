@@ -9,6 +9,7 @@
  *   proxy_conn.c    one client connection: request heads, dialing, replies
  *   proxy_decide.c  every allow/deny decision about a request
  *   proxy_relay.c   moving bytes: tunnels, bodies, backpressure
+ *   proxy_buf.c     the relay's read buffers and the loop's pools of them
  *   proxy_event.c   events, stats and the swappable allowlist
  *   proxy_audit.c   the audit log: JSON lines written by a thread of its own
  *
@@ -324,7 +325,7 @@ uint64_t proxy_audit_dropped(struct proxy_audit *a);
 /* Writes what is queued (waiting a bounded time), then frees the log. */
 void proxy_audit_close(struct proxy_audit *a);
 
-/* proxy_relay.c: the loop's free read buffers go back to the system. */
+/* proxy_buf.c: the loop's free read buffers go back to the system. */
 void relay_pool_free(struct proxy_loop *loop);
 
 #endif

@@ -1,9 +1,9 @@
 /*
  * proxy_conn.h - one client connection (struct conn), its buffers, and what
  * the files that handle its bytes share: proxy_conn.c (heads, dialing,
- * replies), proxy_relay.c (moving bytes), proxy_socks.c and proxy_pass.c
- * (other first bytes), and proxy_event.c (an event names its connection's
- * request).
+ * replies), proxy_relay.c (moving bytes) and proxy_buf.c (its buffers),
+ * proxy_socks.c and proxy_pass.c (other first bytes), and proxy_event.c
+ * (an event names its connection's request).
  */
 #ifndef ISOLATION_PROXY_CONN_H
 #define ISOLATION_PROXY_CONN_H
@@ -179,6 +179,8 @@ int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
                size_t len);
 /* Copies bytes into a buffer of its own and sends it. */
 int relay_send_copy(struct conn *c, int d, const char *p, size_t len);
+
+/* proxy_buf.c */
 struct relay_buf *relay_buf_get(struct proxy_loop *loop);
 /* A RELAY_BIG_SIZE buffer, for reads in an established tunnel. */
 struct relay_buf *relay_buf_big(struct proxy_loop *loop);

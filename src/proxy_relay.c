@@ -1,10 +1,11 @@
 /*
- * proxy_relay.c - moving bytes between a client and its upstream.
+ * proxy_relay.c - moving bytes between a client and its upstream; it
+ * decides nothing (proxy_decide.c did, before the first byte).
  *
- * A read lands in a 64 KiB buffer taken from the loop's pool when the read
- * happens (an idle tunnel holds no buffer). The buffer is written straight
- * to the other side, first with uv_try_write; whatever the socket does not
- * take at once is queued from the same buffer, and the side it came from
+ * A read lands in a buffer taken from the loop's pool when the read
+ * happens (proxy_buf.c: an idle tunnel holds no buffer). The buffer is written
+ * straight to the other side, first with uv_try_write; whatever the socket does
+ * not take at once is queued from the same buffer, and the side it came from
  * stops reading until the write completes: one buffer per direction at
  * most, whatever the peers do. A side that ends is shut down on the other
  * side (half-close); the connection closes when both directions are done.
@@ -13,85 +14,9 @@
  * directions so that the client connection and the upstream connection can
  * carry the next request.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "proxy_conn.h"
-
-struct relay_buf *relay_buf_get(struct proxy_loop *loop)
-{
-    struct relay_buf *b = loop->pool;
-    if (b) {
-        loop->pool = b->next_free;
-        loop->npool--;
-    } else {
-        b = malloc(sizeof *b + RELAY_BUF_SIZE);
-        if (!b)
-            return NULL;
-        b->cap = RELAY_BUF_SIZE;
-    }
-    b->len = 0;
-    return b;
-}
-
-struct relay_buf *relay_buf_big(struct proxy_loop *loop)
-{
-    struct relay_buf *b = loop->bigpool;
-    if (b) {
-        loop->bigpool = b->next_free;
-        loop->nbig--;
-    } else {
-        b = malloc(sizeof *b + RELAY_BIG_SIZE);
-        if (!b)
-            return NULL;
-        b->cap = RELAY_BIG_SIZE;
-    }
-    b->len = 0;
-    return b;
-}
-
-struct relay_buf *relay_buf_sized(size_t cap)
-{
-    struct relay_buf *b = malloc(sizeof *b + cap);
-    if (!b)
-        return NULL;
-    b->cap = (uint32_t)cap;
-    b->len = 0;
-    return b;
-}
-
-void relay_buf_put(struct proxy_loop *loop, struct relay_buf *b)
-{
-    if (b->cap == RELAY_BUF_SIZE && loop->npool < RELAY_POOL_MAX) {
-        b->next_free = loop->pool;
-        loop->pool = b;
-        loop->npool++;
-        return;
-    }
-    if (b->cap == RELAY_BIG_SIZE && loop->nbig < RELAY_BIG_POOL_MAX) {
-        b->next_free = loop->bigpool;
-        loop->bigpool = b;
-        loop->nbig++;
-        return;
-    }
-    free(b);
-}
-
-void relay_pool_free(struct proxy_loop *loop)
-{
-    while (loop->pool) {
-        struct relay_buf *b = loop->pool;
-        loop->pool = b->next_free;
-        free(b);
-    }
-    loop->npool = 0;
-    while (loop->bigpool) {
-        struct relay_buf *b = loop->bigpool;
-        loop->bigpool = b->next_free;
-        free(b);
-    }
-    loop->nbig = 0;
-}
 
 static void relay_shutdown(struct conn *c, int d);
 
