@@ -114,19 +114,13 @@ enum sni_verdict decide_sni(const uint8_t *hello, size_t len,
         char norm[HOST_NAME_CAP];
         enum host_kind k =
             host_parse(name, strlen(name), norm, sizeof norm, NULL);
-        if (kind != HOST_NAME) {
+        /* Any name in a tunnel to an IP address is a mismatch. */
+        const char *why = kind != HOST_NAME ? "in a tunnel to the IP address"
+                                            : "does not match the CONNECT host";
+        if (kind != HOST_NAME || k != HOST_NAME || strcmp(norm, host) != 0) {
             snprintf(v->reason, sizeof v->reason,
-                     "TLS server name \"%.*s\" in a tunnel to the IP "
-                     "address %s",
-                     HOST_NAME_CAP / 2, name, host);
-            refuse(v, 403, "sni_mismatch");
-            return SNI_REFUSE;
-        }
-        if (k != HOST_NAME || strcmp(norm, host) != 0) {
-            snprintf(v->reason, sizeof v->reason,
-                     "TLS server name \"%.*s\" does not match the CONNECT "
-                     "host %s",
-                     HOST_NAME_CAP / 2, name, host);
+                     "TLS server name \"%.*s\" %s %s", HOST_NAME_CAP / 2, name,
+                     why, host);
             refuse(v, 403, "sni_mismatch");
             return SNI_REFUSE;
         }
