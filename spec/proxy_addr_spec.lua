@@ -66,21 +66,20 @@ describe("isolation.proxy address checks", function()
   -- the IPv4 address it carries, not called "reserved".
   it("names the class of an IPv4 address carried in IPv6 by that IPv4 address, named or literal", function()
     local expect = {
-      { "::ffff:10.0.0.1", "private" },
-      { "64:ff9b::7f00:1", "loopback" },
-      { "::ffff:169.254.169.254", "link-local" },
-      { "2002:a00:1::1", "private" },
-      { "::1", "loopback" },
-      { "::", "unspecified" },
-      { "fe80::1", "link-local" },
-      { "fd00::1", "private" },
-      { "ff02::1", "multicast" },
-      { "192.0.2.1", "documentation" },
-      { "224.0.0.1", "multicast" },
-      { "0.0.0.1", "unspecified" },
+      ["::ffff:10.0.0.1"] = "private",
+      ["64:ff9b::7f00:1"] = "loopback",
+      ["::ffff:169.254.169.254"] = "link-local",
+      ["2002:a00:1::1"] = "private",
+      ["::1"] = "loopback",
+      ["::"] = "unspecified",
+      ["fe80::1"] = "link-local",
+      ["fd00::1"] = "private",
+      ["ff02::1"] = "multicast",
+      ["192.0.2.1"] = "documentation",
+      ["224.0.0.1"] = "multicast",
+      ["0.0.0.1"] = "unspecified",
     }
-    for _, case in ipairs(expect) do
-      local addr, class = case[1], case[2]
+    for addr, class in pairs(expect) do
       -- learn mode lets the literal past the allowlist to the address rule
       local p = proxy({ allow = { "pinned.example.com" }, report = true,
         resolve = { ["pinned.example.com"] = { addr } } })
