@@ -117,7 +117,8 @@ int msg_fail_got(lua_State *L, int idx, const char *field, const char *what)
     return 0;
 }
 
-bool msg_is_json_null(lua_State *L, int idx)
+/* JSON null as lua-cjson decodes it: a NULL light userdata. */
+static bool is_json_null(lua_State *L, int idx)
 {
     return lua_type(L, idx) == LUA_TLIGHTUSERDATA &&
            lua_touserdata(L, idx) == NULL;
@@ -125,5 +126,5 @@ bool msg_is_json_null(lua_State *L, int idx)
 
 bool msg_is_absent(lua_State *L, int idx)
 {
-    return lua_isnoneornil(L, idx) || msg_is_json_null(L, idx);
+    return lua_isnoneornil(L, idx) || is_json_null(L, idx);
 }

@@ -30,10 +30,7 @@ const char *msg_pushf_got(lua_State *L, int idx, const char *fmt, ...);
  */
 int msg_fail_got(lua_State *L, int idx, const char *field, const char *what);
 
-/* JSON null as lua-cjson decodes it: a NULL light userdata. */
-bool msg_is_json_null(lua_State *L, int idx);
-
-/* nil, none, or JSON null. */
+/* nil, none, or JSON null (lua-cjson's null: a NULL light userdata). */
 bool msg_is_absent(lua_State *L, int idx);
 
 /* Pushes `s` (len bytes) quoted the same way. */
