@@ -61,6 +61,42 @@ describe("isolation.proxy address checks", function()
     end
   end)
 
+  -- The class comes from the same table that refuses the address: an IPv4
+  -- address carried in IPv6 (mapped, NAT64, 6to4, compatible) is named by
+  -- the IPv4 address it carries, not called "reserved".
+  it("names the class of an IPv4 address carried in IPv6 by that IPv4 address, named or literal", function()
+    local expect = {
+      ["::ffff:10.0.0.1"] = "private",
+      ["64:ff9b::7f00:1"] = "loopback",
+      ["::ffff:169.254.169.254"] = "link-local",
+      ["2002:a00:1::1"] = "private",
+      ["::1"] = "loopback",
+      ["::"] = "unspecified",
+      ["fe80::1"] = "link-local",
+      ["fd00::1"] = "private",
+      ["ff02::1"] = "multicast",
+      ["192.0.2.1"] = "documentation",
+      ["224.0.0.1"] = "multicast",
+      ["0.0.0.1"] = "unspecified",
+    }
+    for addr, class in pairs(expect) do
+      -- learn mode lets the literal past the allowlist to the address rule
+      local p = proxy({ allow = { "pinned.example.com" }, report = true,
+        resolve = { ["pinned.example.com"] = { addr } } })
+      connect_status(p, "pinned.example.com:443")
+      local host = addr:find(":", 1, true) and "[" .. addr .. "]" or addr
+      connect_status(p, host .. ":443")
+      local ev = p:events()
+      p:close()
+      assert.are.equal(2, #ev, addr)
+      assert.are.same({ "deny", "private_address" }, { ev[1].type, ev[1].code }, addr)
+      assert.are.equal("pinned.example.com resolves to a " .. class .. " address (" .. addr
+        .. "), which the allowlist does not admit", ev[1].reason)
+      assert.are.same({ "deny", "private_address" }, { ev[2].type, ev[2].code }, addr)
+      assert.are.equal(addr .. " is a " .. class .. " address, which the allowlist does not admit", ev[2].reason)
+    end
+  end)
+
   it("reaches a loopback upstream with allow_private", function()
     local p = proxy({ allow = { "pinned.example.com" }, allow_private = true,
       resolve = { ["pinned.example.com"] = { "127.0.0.1" } } })

@@ -262,6 +262,19 @@ describe("proxy audit log", function()
     assert.are.equal(1, p:stats().allowed)
   end)
 
+  it("names a refused IPv4-mapped or NAT64 address by the IPv4 address it carries", function()
+    open({ resolve = { ["up.example.com"] = { "::ffff:10.0.0.1" }, ["private.example.com"] = { "64:ff9b::7f00:1" } } })
+    W.exchange(p:address(), connect_req("up.example.com:443"))
+    W.exchange(p:address(), connect_req("private.example.com:443"))
+    local lines = wait_lines(2)
+    assert.are.same({ "deny", "private_address", "up.example.com" }, { lines[1].type, lines[1].code, lines[1].host })
+    assert.are.equal("up.example.com resolves to a private address (::ffff:10.0.0.1), which the allowlist "
+      .. "does not admit", lines[1].reason)
+    assert.are.same({ "deny", "private_address" }, { lines[2].type, lines[2].code })
+    assert.are.equal("private.example.com resolves to a loopback address (64:ff9b::7f00:1), which the "
+      .. "allowlist does not admit", lines[2].reason)
+  end)
+
   it("a long session id with quotes and control bytes still gives whole JSON lines", function()
     local id = ('s"\\\n\1\255'):rep(1000)
     open({ session = id })

@@ -8,7 +8,7 @@
  */
 #include "allowhosts.h"
 #include "hostpat.h"
-#include "hostpat_internal.h"
+#include "hostpat_lua.h"
 #include "isolation.h"
 #include "strarg.h"
 

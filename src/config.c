@@ -7,7 +7,7 @@
 #include "config.h"
 #include "hostpat.h"
 #include "isolation.h"
-#include "launch.h"
+#include "msg.h"
 #include "strarg.h"
 
 #include <stdio.h>
@@ -18,29 +18,6 @@
 
 static const char *const config_keys[] = {"mode", "network", "docker_image",
                                           "allow_hosts", NULL};
-
-/* JSON null as lua-cjson decodes it: a NULL light userdata. */
-static bool is_json_null(lua_State *L, int idx)
-{
-    return lua_type(L, idx) == LUA_TLIGHTUSERDATA &&
-           lua_touserdata(L, idx) == NULL;
-}
-
-static bool is_absent(lua_State *L, int idx)
-{
-    return lua_isnoneornil(L, idx) || is_json_null(L, idx);
-}
-
-/* Leaves exactly one value above base: "isolation: <what> (got <value>)". */
-static int fail_got(lua_State *L, int base, int validx, const char *what)
-{
-    validx = lua_absindex(L, validx);
-    launch_push_got(L, validx);
-    lua_pushfstring(L, "isolation: %s (got %s)", what, lua_tostring(L, -1));
-    lua_replace(L, base + 1);
-    lua_settop(L, base + 1);
-    return 0;
-}
 
 /* Compared with the length: "bwrap\0x" is not "bwrap". */
 static bool one_of(const char *s, size_t len, const char *const *set)
@@ -59,6 +36,13 @@ static int fail_top(lua_State *L, int base)
     return 0;
 }
 
+/* Leaves exactly one value above base: "isolation: <what> (got <value>)". */
+static int fail_got(lua_State *L, int base, int validx, const char *what)
+{
+    msg_pushf_got(L, validx, "isolation: %s", what);
+    return fail_top(L, base);
+}
+
 static int check_keys(lua_State *L, int base, int idx)
 {
     lua_pushnil(L);
@@ -70,7 +54,7 @@ static int check_keys(lua_State *L, int base, int idx)
             !(k = strarg_get(L, -1, "config key", &len)))
             return fail_top(L, base);
         if (!k || !one_of(k, len, config_keys)) {
-            launch_push_got(L, -1);
+            msg_push_got(L, -1);
             lua_pushfstring(L,
                             "isolation: config key %s is unknown (accepted: "
                             "mode, network, docker_image, allow_hosts)",
@@ -151,7 +135,7 @@ static int check_allow_hosts(lua_State *L, int base, int idx)
                 lua_pushfstring(L, "isolation: allow_hosts[%I]: %s",
                                 (LUAI_UACINT)i, err);
             } else {
-                launch_push_quoted(L, pat, len);
+                msg_push_quoted(L, pat, len);
                 lua_pushfstring(L,
                                 "isolation: allow_hosts[%I] is not a valid "
                                 "host pattern (got %s)",
@@ -170,7 +154,7 @@ int config_normalize(lua_State *L, int idx)
 {
     idx = lua_absindex(L, idx);
     int base = lua_gettop(L);
-    bool empty = is_absent(L, idx);
+    bool empty = msg_is_absent(L, idx);
     if (!empty && !lua_istable(L, idx))
         return luaL_typeerror(L, idx, "table or nil");
 
@@ -189,7 +173,7 @@ int config_normalize(lua_State *L, int idx)
         lua_rawget(L, idx);
         size_t len = 0;
         const char *s = NULL;
-        if (!is_absent(L, v)) {
+        if (!msg_is_absent(L, v)) {
             if (lua_type(L, v) == LUA_TSTRING &&
                 !(s = strarg_get(L, v, "mode", &len)))
                 return fail_top(L, base);
@@ -202,7 +186,7 @@ int config_normalize(lua_State *L, int idx)
         lua_pushliteral(L, "network");
         v = lua_absindex(L, -1);
         lua_rawget(L, idx);
-        if (!is_absent(L, v)) {
+        if (!msg_is_absent(L, v)) {
             s = NULL;
             if (lua_type(L, v) == LUA_TSTRING &&
                 !(s = strarg_get(L, v, "network", &len)))
@@ -217,7 +201,7 @@ int config_normalize(lua_State *L, int idx)
         lua_pushliteral(L, "docker_image");
         v = lua_absindex(L, -1);
         lua_rawget(L, idx);
-        if (!is_absent(L, v)) {
+        if (!msg_is_absent(L, v)) {
             len = 0;
             s = NULL;
             if (lua_type(L, v) == LUA_TSTRING &&
@@ -235,7 +219,7 @@ int config_normalize(lua_State *L, int idx)
         lua_pushliteral(L, "allow_hosts");
         v = lua_absindex(L, -1);
         lua_rawget(L, idx);
-        if (!is_absent(L, v)) {
+        if (!msg_is_absent(L, v)) {
             if (!check_allow_hosts(L, base, v))
                 return 0;
             hosts = lua_gettop(L);

@@ -8,7 +8,7 @@
  * 0x7f000001 and 0177.0.0.1; a check that treated those as names would let
  * a request name one thing and dial another.
  */
-#include "hostpat.h"
+#include "hostparse.h"
 
 #include <arpa/inet.h>
 #include <string.h>
@@ -167,9 +167,21 @@ enum host_kind host_parse(const char *host, size_t len, char *out,
 
 /* --- address classes ---------------------------------------------------- */
 
+/*
+ * One table per family, read top down, first match wins: each row both
+ * decides (a class name: refused by the proxy's private-address rule;
+ * NULL: globally reachable) and names the class in the proxy's reasons.
+ * An IPv6 row may instead say where an IPv4 address sits in it: that
+ * address is then classified by the IPv4 table, so ::ffff:10.0.0.1 is
+ * "private" and 64:ff9b::7f00:1 "loopback", exactly as their IPv4 forms.
+ */
+enum embed { EMBED_NONE = 0, EMBED_LAST4, EMBED_6TO4, EMBED_TEREDO };
+
 struct range {
     uint8_t bytes[16];
-    int prefix;
+    uint8_t prefix;
+    uint8_t embed;
+    const char *class;
 };
 
 static bool in_range(const uint8_t *a, const struct range *r)
@@ -183,88 +195,95 @@ static bool in_range(const uint8_t *a, const struct range *r)
     return (a[full] & mask) == (r->bytes[full] & mask);
 }
 
-/* IANA special-purpose IPv4 blocks that are not globally reachable. */
-static const struct range v4_private[] = {
-    {{0}, 8},             /* "this network", unspecified */
-    {{10}, 8},            /* RFC 1918 */
-    {{100, 64}, 10},      /* CGNAT */
-    {{127}, 8},           /* loopback */
-    {{169, 254}, 16},     /* link-local, cloud metadata */
-    {{172, 16}, 12},      /* RFC 1918 */
-    {{192, 0, 0}, 24},    /* IETF protocol assignments */
-    {{192, 0, 2}, 24},    /* TEST-NET-1 */
-    {{192, 88, 99}, 24},  /* deprecated 6to4 relay anycast */
-    {{192, 168}, 16},     /* RFC 1918 */
-    {{198, 18}, 15},      /* benchmarking */
-    {{198, 51, 100}, 24}, /* TEST-NET-2 */
-    {{203, 0, 113}, 24},  /* TEST-NET-3 */
-    {{224}, 4},           /* multicast */
-    {{240}, 4},           /* reserved, broadcast included */
+/* IANA special-purpose IPv4 blocks that are not globally reachable; the
+ * last row: everything else is. */
+static const struct range v4_classes[] = {
+    {{0}, 8, 0, "unspecified"},    /* "this network" */
+    {{10}, 8, 0, "private"},       /* RFC 1918 */
+    {{100, 64}, 10, 0, "private"}, /* CGNAT, shared address space */
+    {{127}, 8, 0, "loopback"},
+    {{169, 254}, 16, 0, "link-local"},     /* cloud metadata included */
+    {{172, 16}, 12, 0, "private"},         /* RFC 1918 */
+    {{192, 0, 0}, 24, 0, "reserved"},      /* IETF protocol assignments */
+    {{192, 0, 2}, 24, 0, "documentation"}, /* TEST-NET-1 */
+    {{192, 88, 99}, 24, 0, "reserved"},    /* deprecated 6to4 relay anycast */
+    {{192, 168}, 16, 0, "private"},        /* RFC 1918 */
+    {{198, 18}, 15, 0, "benchmarking"},
+    {{198, 51, 100}, 24, 0, "documentation"}, /* TEST-NET-2 */
+    {{203, 0, 113}, 24, 0, "documentation"},  /* TEST-NET-3 */
+    {{224}, 4, 0, "multicast"},
+    {{240}, 4, 0, "reserved"}, /* broadcast included */
+    {{0}, 0, 0, NULL},         /* global */
 };
 
-static bool v4_is_private(const uint8_t v4[4])
+static const struct range v6_classes[] = {
+    {{0}, 128, 0, "unspecified"},                     /* :: */
+    {{[15] = 1}, 128, 0, "loopback"},                 /* ::1 */
+    {{0}, 96, EMBED_LAST4, NULL},                     /* IPv4-compatible */
+    {{[10] = 0xff, 0xff}, 96, EMBED_LAST4, NULL},     /* IPv4-mapped */
+    {{[8] = 0xff, 0xff}, 96, EMBED_LAST4, NULL},      /* SIIT */
+    {{0, 0x64, 0xff, 0x9b}, 96, EMBED_LAST4, NULL},   /* NAT64 */
+    {{0, 0x64, 0xff, 0x9b, 0, 1}, 48, 0, "reserved"}, /* local-use NAT64 */
+    {{0x20, 0x01, 0, 0}, 32, EMBED_TEREDO, NULL},     /* Teredo */
+    {{0x20, 0x01, 0, 2, 0, 0}, 48, 0, "benchmarking"},
+    {{0x20, 0x01, 0, 0x10}, 28, 0, "reserved"}, /* ORCHID */
+    {{0x20, 0x01, 0, 0x20}, 28, 0, "reserved"}, /* ORCHIDv2 */
+    {{0x20, 0x01, 0x0d, 0xb8}, 32, 0, "documentation"},
+    {{0x20, 0x02}, 16, EMBED_6TO4, NULL}, /* 6to4 */
+    {{0x3f, 0xff}, 20, 0, "documentation"},
+    {{0x20}, 3, 0, NULL}, /* global unicast */
+    {{0xfe, 0x80}, 10, 0, "link-local"},
+    {{0xfc}, 7, 0, "private"}, /* unique-local */
+    {{0xff}, 8, 0, "multicast"},
+    /* Outside 2000::/3 there is no global unicast: site-local, discard
+     * 100::/64 and everything unassigned. */
+    {{0}, 0, 0, "reserved"},
+};
+
+static const struct range *first_match(const uint8_t *a,
+                                       const struct range *table)
 {
-    for (size_t i = 0; i < sizeof v4_private / sizeof v4_private[0]; i++)
-        if (in_range(v4, &v4_private[i]))
-            return true;
-    return false;
+    while (!in_range(a, table))
+        table++; /* each table ends with a /0 row */
+    return table;
 }
 
-/* IPv6 blocks that carry an IPv4 address in their last four bytes. */
-static const struct range v6_embeds_last4[] = {
-    {{0}, 96},                                        /* compatible */
-    {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 96}, /* mapped */
-    {{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0}, 96}, /* SIIT */
-    {{0, 0x64, 0xff, 0x9b}, 96},                      /* NAT64 */
-};
-
-/* Inside 2000::/3 but not globally reachable. */
-static const struct range v6_private[] = {
-    {{0x64, 0xff, 0x9b, 0x00, 0x01}, 48},       /* local-use NAT64 */
-    {{0x20, 0x01, 0x00, 0x02, 0x00, 0x00}, 48}, /* benchmarking */
-    {{0x20, 0x01, 0x00, 0x10}, 28},             /* ORCHID */
-    {{0x20, 0x01, 0x00, 0x20}, 28},             /* ORCHIDv2 */
-    {{0x20, 0x01, 0x0d, 0xb8}, 32},             /* documentation */
-    {{0x3f, 0xff}, 20},                         /* documentation */
-};
-
-static const struct range v6_teredo = {{0x20, 0x01, 0x00, 0x00}, 32};
-static const struct range v6_6to4 = {{0x20, 0x02}, 16};
-static const struct range v6_global = {{0x20}, 3};
-
-static bool v6_is_private(const uint8_t *a)
+static const char *v4_class(const uint8_t v4[4])
 {
-    for (size_t i = 0; i < sizeof v6_private / sizeof v6_private[0]; i++)
-        if (in_range(a, &v6_private[i]))
-            return true;
-    for (size_t i = 0; i < sizeof v6_embeds_last4 / sizeof v6_embeds_last4[0];
-         i++)
-        if (in_range(a, &v6_embeds_last4[i]))
-            return v4_is_private(a + 12); /* :: and ::1 land in 0/8 */
-    if (in_range(a, &v6_6to4))
-        return v4_is_private(a + 2);
-    if (in_range(a, &v6_teredo)) {
+    return first_match(v4, v4_classes)->class;
+}
+
+static const char *v6_class(const uint8_t *a)
+{
+    const struct range *r = first_match(a, v6_classes);
+    switch (r->embed) {
+    case EMBED_LAST4:
+        return v4_class(a + 12);
+    case EMBED_6TO4:
+        return v4_class(a + 2);
+    case EMBED_TEREDO: {
         /* Teredo: server at bytes 4..7, client obfuscated in the last 4. */
         uint8_t client[4];
         for (int i = 0; i < 4; i++)
             client[i] = (uint8_t)(a[12 + i] ^ 0xff);
-        return v4_is_private(a + 4) || v4_is_private(client);
+        const char *server = v4_class(a + 4);
+        return server ? server : v4_class(client);
     }
-    /*
-     * Outside 2000::/3 there is no global unicast: loopback, link-local
-     * fe80::/10, site-local, unique-local fc00::/7, multicast ff00::/8,
-     * discard 100::/64 and everything unassigned.
-     */
-    return !in_range(a, &v6_global);
+    default:
+        return r->class;
+    }
+}
+
+const char *host_addr_class(const struct host_addr *addr)
+{
+    if (addr && addr->family == 4)
+        return v4_class(addr->bytes);
+    if (addr && addr->family == 6)
+        return v6_class(addr->bytes);
+    return "invalid";
 }
 
 bool host_addr_is_private(const struct host_addr *addr)
 {
-    if (!addr)
-        return true;
-    if (addr->family == 4)
-        return v4_is_private(addr->bytes);
-    if (addr->family == 6)
-        return v6_is_private(addr->bytes);
-    return true;
+    return host_addr_class(addr) != NULL;
 }

@@ -14,7 +14,4 @@ bool hostpat_match_port_or_none(const hostpat_list *list, enum host_kind kind,
                                 const char *host, const struct host_addr *addr,
                                 int port);
 
-/* Registers default_allow_hosts in the table at the top of the stack. */
-void isolation_allowhosts_open(lua_State *L);
-
 #endif

@@ -3,10 +3,10 @@
  * host_allowed, and the internal _private_address that the specs use to pin
  * the address classes.
  */
-#include "hostpat.h"
+#include "hostpat_lua.h"
 #include "hostpat_internal.h"
 #include "isolation.h"
-#include "launch.h"
+#include "msg.h"
 #include "strarg.h"
 
 #include <stdio.h>
@@ -18,10 +18,10 @@ hostpat_list *hostpat_from_lua(lua_State *L, int idx, const char *field,
 {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) != LUA_TTABLE) {
-        launch_push_got(L, idx);
-        snprintf(err, errcap,
-                 "%s must be an array of host pattern strings (got %s)", field,
-                 lua_tostring(L, -1));
+        snprintf(err, errcap, "%s",
+                 msg_pushf_got(L, idx,
+                               "%s must be an array of host pattern strings",
+                               field));
         lua_pop(L, 1);
         return NULL;
     }
@@ -60,9 +60,9 @@ hostpat_list *hostpat_from_lua(lua_State *L, int idx, const char *field,
     for (size_t i = 0; i < n; i++) {
         int t = lua_rawgeti(L, idx, (lua_Integer)i + 1);
         if (t != LUA_TSTRING) {
-            launch_push_got(L, -1);
-            snprintf(err, errcap, "%s[%zu] must be a string (got %s)", field,
-                     i + 1, lua_tostring(L, -1));
+            snprintf(err, errcap, "%s",
+                     msg_pushf_got(L, -1, "%s[%I] must be a string", field,
+                                   (LUAI_UACINT)(i + 1)));
             lua_pop(L, 2);
             free(texts);
             free(lens);
@@ -149,7 +149,7 @@ static int l_private_address(lua_State *L)
     enum host_kind kind = host_parse(text, len, NULL, 0, &addr);
     if (kind != HOST_IPV4 && kind != HOST_IPV6) {
         luaL_pushfail(L);
-        launch_push_quoted(L, text, len);
+        msg_push_quoted(L, text, len);
         lua_pushfstring(L,
                         "isolation: address must be a canonical IPv4 or an "
                         "IPv6 literal (got %s)",

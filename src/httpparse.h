@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "hostpat.h"
+#include "hostparse.h"
 
 /* Longest request line before 414. */
 #define HTTP_MAX_REQUEST_LINE 8192

@@ -1,7 +1,7 @@
 /*
- * launch.h - what config.c and the launch*.c files share: how a bad value is
- * shown in an error message, the launch spec read into C, and the internal
- * argv form the builders share with wrap().
+ * launch.h - what the launch*.c files share: the launch spec read into C,
+ * and the internal argv form the builders share with wrap(). Their
+ * messages show values through msg.h.
  */
 #ifndef ISOLATION_LAUNCH_H
 #define ISOLATION_LAUNCH_H
@@ -11,29 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/*
- * Pushes a short description of the value at idx for "(got ...)": a string
- * quoted with control bytes escaped and long text cut, a number or boolean
- * with its value, anything else by its type name.
- */
-void launch_push_got(lua_State *L, int idx);
-
-/*
- * The refusal of every launch spec reader: pushes "isolation: <field>
- * <what> (got <the value at idx>)" and returns 0.
- */
-int launch_fail_got(lua_State *L, int idx, const char *field, const char *what);
-
-/* nil, none, or JSON null (lua-cjson's null is a NULL light userdata). */
-bool launch_is_absent(lua_State *L, int idx);
-
-/* Pushes `s` (len bytes) quoted the same way. */
-void launch_push_quoted(lua_State *L, const char *s, size_t len);
-void launch_push_quoted_cap(lua_State *L, const char *s, size_t len,
-                            size_t cap);
-
-/* Pushes `s` as is when it is plain, else quoted and escaped in full. */
-void launch_push_display(lua_State *L, const char *s);
+#include "msg.h"
 
 /*
  * Internal argv elements carry the two shell tokens a builder may emit as

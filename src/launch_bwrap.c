@@ -163,7 +163,7 @@ static void push_origin(lua_State *L, const struct mount *m)
     lua_pushlstring(L, m->why,
                     comma ? (size_t)(comma - m->why) : strlen(m->why));
     lua_pushliteral(L, " ");
-    launch_push_quoted(L, m->path, strlen(m->path));
+    msg_push_quoted(L, m->path, strlen(m->path));
     lua_concat(L, 3);
 }
 

@@ -15,7 +15,7 @@
 
 static void add_display(luaL_Buffer *b, lua_State *L, const char *s)
 {
-    launch_push_display(L, s);
+    msg_push_display(L, s);
     ADD_TOP(b);
 }
 

@@ -143,25 +143,22 @@ static int check_name(lua_State *L, int v, const char *field,
 {
     size_t len;
     if (lua_type(L, v) != LUA_TSTRING)
-        return launch_fail_got(L, v, field,
-                               "must be a variable name (a string)");
+        return msg_fail_got(L, v, field, "must be a variable name (a string)");
     const char *name = lua_tolstring(L, v, &len);
     if (!valid_name(name, len))
-        return launch_fail_got(L, v, field,
-                               "must be a variable name: a letter or _, then "
-                               "letters, digits or _ ([A-Za-z_][A-Za-z0-9_]*)");
+        return msg_fail_got(L, v, field,
+                            "must be a variable name: a letter or _, then "
+                            "letters, digits or _ ([A-Za-z_][A-Za-z0-9_]*)");
     if (strcmp(name, "HOME") == 0)
-        return launch_fail_got(
-            L, v, field,
-            "must not be HOME: the sandbox's HOME is its own "
-            "empty home, the $HOME token");
+        return msg_fail_got(L, v, field,
+                            "must not be HOME: the sandbox's HOME is its own "
+                            "empty home, the $HOME token");
     if (s->deny && s->mode != MODE_NONE && in_list(name, proxy_env))
-        return launch_fail_got(
-            L, v, field,
-            "must not be a proxy variable under network deny: "
-            "the sandbox sets HTTP_PROXY, HTTPS_PROXY, "
-            "http_proxy, https_proxy, NO_PROXY, no_proxy and "
-            "NODE_USE_ENV_PROXY itself");
+        return msg_fail_got(L, v, field,
+                            "must not be a proxy variable under network deny: "
+                            "the sandbox sets HTTP_PROXY, HTTPS_PROXY, "
+                            "http_proxy, https_proxy, NO_PROXY, no_proxy and "
+                            "NODE_USE_ENV_PROXY itself");
     *out = name;
     return 1;
 }
@@ -176,9 +173,9 @@ static int count_array(lua_State *L, int v, const char *field,
         lua_pop(L, 1);
         (*count)++;
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-            return launch_fail_got(L, -1, field,
-                                   "must be an array of variable names, not a "
-                                   "map; it has the key");
+            return msg_fail_got(L, -1, field,
+                                "must be an array of variable names, not a "
+                                "map; it has the key");
     }
     return 1;
 }
@@ -187,11 +184,11 @@ static int read_env_pass(lua_State *L, int idx, struct launch_spec *s)
 {
     lua_getfield(L, idx, "env_pass");
     int v = lua_gettop(L);
-    if (launch_is_absent(L, v))
+    if (msg_is_absent(L, v))
         return 1;
     if (lua_type(L, v) != LUA_TTABLE)
-        return launch_fail_got(L, v, "env_pass",
-                               "must be an array of variable names");
+        return msg_fail_got(L, v, "env_pass",
+                            "must be an array of variable names");
     lua_Integer count;
     if (!count_array(L, v, "env_pass", &count))
         return 0;
@@ -216,7 +213,7 @@ static int read_env_pass(lua_State *L, int idx, struct launch_spec *s)
         if (!check_name(L, e, field, s, &name))
             return 0;
         if (in_array(name, s->env_pass, s->nenv_pass))
-            return launch_fail_got(L, e, field, "repeats a name given before");
+            return msg_fail_got(L, e, field, "repeats a name given before");
         s->env_pass[s->nenv_pass++] = name;
     }
     return 1;
@@ -226,11 +223,11 @@ static int read_env_set(lua_State *L, int idx, struct launch_spec *s)
 {
     lua_getfield(L, idx, "env_set");
     int v = lua_gettop(L);
-    if (launch_is_absent(L, v))
+    if (msg_is_absent(L, v))
         return 1;
     if (lua_type(L, v) != LUA_TTABLE)
-        return launch_fail_got(L, v, "env_set",
-                               "must be a table of variable name -> value");
+        return msg_fail_got(L, v, "env_set",
+                            "must be a table of variable name -> value");
     lua_pushnil(L);
     while (lua_next(L, v)) {
         /* key at -2 and value at -1 stay on the stack: s points into them */
@@ -242,9 +239,9 @@ static int read_env_set(lua_State *L, int idx, struct launch_spec *s)
             return 0;
         }
         if (lua_type(L, key) != LUA_TSTRING)
-            return launch_fail_got(L, key, "env_set",
-                                   "must be a table of variable name -> value, "
-                                   "not an array; it has the key");
+            return msg_fail_got(L, key, "env_set",
+                                "must be a table of variable name -> value, "
+                                "not an array; it has the key");
         const char *name;
         lua_pushfstring(L, "env_set key");
         if (!check_name(L, key, lua_tostring(L, -1), s, &name))
@@ -254,10 +251,10 @@ static int read_env_set(lua_State *L, int idx, struct launch_spec *s)
         const char *field = lua_tostring(L, -1);
         size_t len;
         if (lua_type(L, val) != LUA_TSTRING)
-            return launch_fail_got(L, val, field, "must be a string");
+            return msg_fail_got(L, val, field, "must be a string");
         const char *value = lua_tolstring(L, val, &len);
         if (memchr(value, '\0', len))
-            return launch_fail_got(L, val, field, "must not contain NUL bytes");
+            return msg_fail_got(L, val, field, "must not contain NUL bytes");
         if (in_array(name, s->env_pass, s->nenv_pass)) {
             lua_pushfstring(L,
                             "isolation: %s is also in env_pass: a name is "
@@ -294,9 +291,9 @@ int launch_env_read(lua_State *L, int idx, struct launch_spec *s)
     s->nenv_pass = s->nenv_set = 0;
     s->env_inherit = false;
     lua_getfield(L, idx, "env_inherit");
-    if (!launch_is_absent(L, -1)) {
+    if (!msg_is_absent(L, -1)) {
         if (lua_type(L, -1) != LUA_TBOOLEAN)
-            return launch_fail_got(L, -1, "env_inherit", "must be a boolean");
+            return msg_fail_got(L, -1, "env_inherit", "must be a boolean");
         s->env_inherit = lua_toboolean(L, -1);
     }
     lua_pop(L, 1);

@@ -43,7 +43,7 @@ static int read_count(lua_State *L, int v, const char *field, lua_Integer max,
         lua_pushfstring(L, "must be a positive integer (%s), at most %I", unit,
                         (LUAI_UACINT)max);
         const char *what = lua_tostring(L, -1);
-        return launch_fail_got(L, v, field, what);
+        return msg_fail_got(L, v, field, what);
     }
     *out = n;
     return 1;
@@ -54,10 +54,9 @@ static int read_cpu(lua_State *L, int v, double *out)
     double c = lua_type(L, v) == LUA_TNUMBER ? (double)lua_tonumber(L, v) : 0;
     /* one hundredth of a core is the smallest quota every mechanism takes */
     if (!(c >= 0.01 && c <= LIMITS_CPU_MAX))
-        return launch_fail_got(
-            L, v, "limits.cpu",
-            "must be a number of cores, 0.01 to 4096 (1.5 is "
-            "one and a half cores)");
+        return msg_fail_got(L, v, "limits.cpu",
+                            "must be a number of cores, 0.01 to 4096 (1.5 is "
+                            "one and a half cores)");
     *out = c;
     return 1;
 }
@@ -77,9 +76,9 @@ static int check_limit_keys(lua_State *L, int t)
                 known = strarg_is(key, len, *k);
         }
         if (!known)
-            return launch_fail_got(L, -1, "limits key",
-                                   "is unknown (accepted: memory, pids, tmpfs, "
-                                   "nofile, cpu, time)");
+            return msg_fail_got(L, -1, "limits key",
+                                "is unknown (accepted: memory, pids, tmpfs, "
+                                "nofile, cpu, time)");
     }
     return 1;
 }
@@ -89,10 +88,10 @@ static int read_via(lua_State *L, int v, struct launch_limits *l)
     static const char accepted[] =
         "must be \"systemd\", \"cgroup\" or \"rlimit\"";
     l->via = VIA_NONE;
-    if (launch_is_absent(L, v))
+    if (msg_is_absent(L, v))
         return 1;
     if (lua_type(L, v) != LUA_TSTRING)
-        return launch_fail_got(L, v, "limits_via", accepted);
+        return msg_fail_got(L, v, "limits_via", accepted);
     size_t len;
     const char *s = strarg_get(L, v, "limits_via", &len);
     if (!s)
@@ -101,7 +100,7 @@ static int read_via(lua_State *L, int v, struct launch_limits *l)
         if (strarg_is(s, len, via_names[i]))
             l->via = (enum limits_via)i;
     if (l->via == VIA_NONE)
-        return launch_fail_got(L, v, "limits_via", accepted);
+        return msg_fail_got(L, v, "limits_via", accepted);
     return 1;
 }
 
@@ -115,10 +114,9 @@ static int check_enforceable(lua_State *L, int limits_idx,
     if (!any)
         return 1;
     if (s->mode == MODE_NONE)
-        return launch_fail_got(
-            L, limits_idx, "limits",
-            "need mode \"bwrap\" or \"docker\": mode \"\" runs "
-            "the command without a sandbox to hold them");
+        return msg_fail_got(L, limits_idx, "limits",
+                            "need mode \"bwrap\" or \"docker\": mode \"\" runs "
+                            "the command without a sandbox to hold them");
     if (s->mode != MODE_BWRAP)
         return 1;
     bool total = l->memory || l->pids || l->cpu > 0;
@@ -154,10 +152,10 @@ int launch_limits_read(lua_State *L, int idx, struct launch_spec *s)
     lua_pushliteral(L, "limits");
     lua_rawget(L, idx);
     int t = lua_gettop(L);
-    if (launch_is_absent(L, t))
+    if (msg_is_absent(L, t))
         return 1;
     if (lua_type(L, t) != LUA_TTABLE)
-        return launch_fail_got(
+        return msg_fail_got(
             L, t, "limits",
             "must be a table {memory = bytes, pids = n, tmpfs = "
             "bytes, nofile = n, cpu = cores, time = seconds}");
@@ -176,14 +174,14 @@ int launch_limits_read(lua_State *L, int idx, struct launch_spec *s)
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         lua_getfield(L, t, counts[i].key);
-        if (!launch_is_absent(L, -1) &&
+        if (!msg_is_absent(L, -1) &&
             !read_count(L, lua_gettop(L), counts[i].field, counts[i].max,
                         counts[i].unit, counts[i].out))
             return 0;
         lua_pop(L, 1);
     }
     lua_getfield(L, t, "cpu");
-    if (!launch_is_absent(L, -1) && !read_cpu(L, lua_gettop(L), &l->cpu))
+    if (!msg_is_absent(L, -1) && !read_cpu(L, lua_gettop(L), &l->cpu))
         return 0;
     lua_pop(L, 1);
     return check_enforceable(L, t, s);

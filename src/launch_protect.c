@@ -98,12 +98,12 @@ static int add_entry(lua_State *L, int e, const char *field,
                      struct launch_spec *s)
 {
     if (lua_type(L, e) != LUA_TSTRING)
-        return launch_fail_got(L, e, field, "must be a string");
+        return msg_fail_got(L, e, field, "must be a string");
     size_t len;
     const char *p = lua_tolstring(L, e, &len);
     const char *why = relative_problem(p, len, s->mode == MODE_DOCKER);
     if (why)
-        return launch_fail_got(L, e, field, why);
+        return msg_fail_got(L, e, field, why);
     if (p[len - 1] == '/') {
         lua_pushlstring(L, p, --len);
         p = lua_tostring(L, -1);
@@ -157,9 +157,9 @@ static int read_list(lua_State *L, int v, const char *field,
         lua_pop(L, 1);
         count++;
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-            return launch_fail_got(L, -1, field,
-                                   "must be an array of paths relative to the "
-                                   "workdir, not a map; it has the key");
+            return msg_fail_got(L, -1, field,
+                                "must be an array of paths relative to the "
+                                "workdir, not a map; it has the key");
     }
     if (count > LAUNCH_MAX_PROTECT) {
         lua_pushfstring(L, "isolation: %s has %I entries (at most %d)", field,
@@ -200,16 +200,14 @@ static int read_agent_config(lua_State *L, int idx, struct launch_spec *s)
     lua_getfield(L, idx, "agent_config");
     int v = lua_gettop(L);
     s->agent_config_ro = false;
-    if (lua_isnil(L, v) ||
-        (lua_type(L, v) == LUA_TLIGHTUSERDATA && lua_touserdata(L, v) == NULL))
+    if (msg_is_absent(L, v))
         return 1;
     const char *m = lua_type(L, v) == LUA_TSTRING ? lua_tostring(L, v) : "";
     if (strcmp(m, "read-only") && strcmp(m, "read-write"))
-        return launch_fail_got(
-            L, v, "agent_config",
-            "must be \"read-write\" (the default: credentials "
-            "and state writable, the parts that configure "
-            "commands read-only) or \"read-only\"");
+        return msg_fail_got(L, v, "agent_config",
+                            "must be \"read-write\" (the default: credentials "
+                            "and state writable, the parts that configure "
+                            "commands read-only) or \"read-only\"");
     s->agent_config_ro = strcmp(m, "read-only") == 0;
     return 1;
 }
@@ -223,13 +221,11 @@ int launch_protect_read(lua_State *L, int idx, int module_idx,
     lua_pushliteral(L, "protect");
     lua_rawget(L, idx);
     int v = lua_gettop(L);
-    bool absent = lua_isnil(L, v) || (lua_type(L, v) == LUA_TLIGHTUSERDATA &&
-                                      lua_touserdata(L, v) == NULL);
+    bool absent = msg_is_absent(L, v);
     if (!absent && lua_type(L, v) != LUA_TTABLE)
-        return launch_fail_got(
-            L, v, "protect",
-            "must be an array of paths relative to the workdir "
-            "({} for none)");
+        return msg_fail_got(L, v, "protect",
+                            "must be an array of paths relative to the workdir "
+                            "({} for none)");
     if (!s->workdir)
         return 1; /* mode none: nothing is isolated, nothing to protect */
     if (absent) {
@@ -308,7 +304,7 @@ void launch_docker_protect(struct argv_buf *b, const struct launch_spec *s)
 
 static void add_shown(luaL_Buffer *b, lua_State *L, const char *s)
 {
-    launch_push_display(L, s);
+    msg_push_display(L, s);
     luaL_addvalue(b);
 }
 

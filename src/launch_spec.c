@@ -64,12 +64,12 @@ static int check_string(lua_State *L, int v, const char *field,
 {
     size_t len;
     if (lua_type(L, v) != LUA_TSTRING)
-        return launch_fail_got(L, v, field, "must be a string");
+        return msg_fail_got(L, v, field, "must be a string");
     const char *s = strarg_get(L, v, field, &len);
     if (!s)
         return 0;
     if (!allow_empty && len == 0)
-        return launch_fail_got(L, v, field, "must not be empty");
+        return msg_fail_got(L, v, field, "must not be empty");
     *out = s;
     return 1;
 }
@@ -123,7 +123,7 @@ static int check_path(lua_State *L, int v, const char *field, bool home_ok,
         return 0;
     const char *why = path_problem(*out, home_ok, docker);
     if (why)
-        return launch_fail_got(L, v, field, why);
+        return msg_fail_got(L, v, field, why);
     return 1;
 }
 
@@ -158,7 +158,7 @@ static int check_rw_path(lua_State *L, int v, const char *field, bool home_ok,
         return 0;
     const char *why = rw_path_problem(*out);
     if (why)
-        return launch_fail_got(L, v, field, why);
+        return msg_fail_got(L, v, field, why);
     return 1;
 }
 
@@ -166,20 +166,19 @@ static int check_bind_list(lua_State *L, int v, const char *field, bool docker,
                            bool rw, const char **out, size_t *n)
 {
     *n = 0;
-    if (launch_is_absent(L, v))
+    if (msg_is_absent(L, v))
         return 1;
     if (lua_type(L, v) != LUA_TTABLE)
-        return launch_fail_got(L, v, field, "must be an array of paths");
+        return msg_fail_got(L, v, field, "must be an array of paths");
     lua_Integer count = 0;
     lua_pushnil(L);
     while (lua_next(L, v)) {
         lua_pop(L, 1);
         count++;
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-            return launch_fail_got(
-                L, -1, field,
-                "must be an array of paths, not a map; it has "
-                "the key");
+            return msg_fail_got(L, -1, field,
+                                "must be an array of paths, not a map; it has "
+                                "the key");
     }
     if (count > LAUNCH_MAX_BINDS) {
         lua_pushfstring(L, "isolation: %s has %I entries (at most %d)", field,
@@ -225,7 +224,7 @@ static int check_keys(lua_State *L, int idx)
                 known = launch_env_is_key(key);
         }
         if (!known) {
-            launch_push_got(L, -1);
+            msg_push_got(L, -1);
             lua_pushfstring(L,
                             "isolation: launch spec key %s is unknown "
                             "(accepted: config, agent, workdir, command, "
@@ -245,8 +244,8 @@ static int check_keys(lua_State *L, int idx)
 static int read_config(lua_State *L, int idx, int forced, struct launch_spec *s)
 {
     int v = get_field(L, idx, "config");
-    if (!launch_is_absent(L, v) && lua_type(L, v) != LUA_TTABLE)
-        return launch_fail_got(L, v, "config", "must be a table");
+    if (!msg_is_absent(L, v) && lua_type(L, v) != LUA_TTABLE)
+        return msg_fail_got(L, v, "config", "must be a table");
     if (!config_normalize(L, v))
         return 0;
     int cfg = lua_gettop(L);
@@ -279,7 +278,7 @@ static int read_port(lua_State *L, int idx, const char *field, int dflt,
 {
     int v = get_field(L, idx, field);
     *out = dflt;
-    if (launch_is_absent(L, v))
+    if (msg_is_absent(L, v))
         return 1;
     int ok = 0;
     lua_Integer port = 0;
@@ -287,7 +286,7 @@ static int read_port(lua_State *L, int idx, const char *field, int dflt,
         port = lua_tointegerx(L, v, &ok);
     /* the sandbox has no capability: it cannot listen below 1024 */
     if (!ok || port < 1024 || port > 65535)
-        return launch_fail_got(L, v, field, "must be an integer 1024..65535");
+        return msg_fail_got(L, v, field, "must be an integer 1024..65535");
     *out = (int)port;
     return 1;
 }
@@ -306,9 +305,8 @@ static int read_ports(lua_State *L, int idx, struct launch_spec *s)
              "must be an integer 1024..65535 other than proxy_port (%d): "
              "both bridge listeners are on 127.0.0.1%s",
              s->proxy_port,
-             launch_is_absent(L, v) ? "; its default is 1080, give another"
-                                    : "");
-    return launch_fail_got(L, v, "socks_port", what);
+             msg_is_absent(L, v) ? "; its default is 1080, give another" : "");
+    return msg_fail_got(L, v, "socks_port", what);
 }
 
 /*
@@ -323,11 +321,11 @@ static int read_seccomp_fd(lua_State *L, int idx, struct launch_spec *s)
 {
     int v = get_field(L, idx, "seccomp_fd");
     s->seccomp_fd = -1;
-    if (launch_is_absent(L, v))
+    if (msg_is_absent(L, v))
         return 1;
     lua_Integer fd = lua_isinteger(L, v) ? lua_tointeger(L, v) : -1;
     if (fd < SECCOMP_FD_MIN || fd > SECCOMP_FD_MAX)
-        return launch_fail_got(
+        return msg_fail_got(
             L, v, "seccomp_fd",
             "must be an integer 3..1023: the descriptor bwrap "
             "reads the seccomp program from (0, 1 and 2 are the "
@@ -348,19 +346,18 @@ static int read_seccomp_fd(lua_State *L, int idx, struct launch_spec *s)
 static int read_seccomp_file(lua_State *L, int idx, struct launch_spec *s)
 {
     int v = get_field(L, idx, "seccomp_file");
-    if (launch_is_absent(L, v))
+    if (msg_is_absent(L, v))
         return 1;
     if (!check_path(L, v, "seccomp_file", false, false, &s->seccomp_file))
         return 0;
     if (s->seccomp_fd < 0) {
         s->seccomp_fd = SECCOMP_FD_DEFAULT;
     } else if (s->seccomp_fd > SECCOMP_FD_REDIRECT_MAX) {
-        return launch_fail_got(
-            L, get_field(L, idx, "seccomp_fd"), "seccomp_fd",
-            "must be 3..9 with seccomp_file: the wrap() line "
-            "opens the file with a redirection N<, and a POSIX "
-            "shell need read only one digit there (dash "
-            "does)");
+        return msg_fail_got(L, get_field(L, idx, "seccomp_fd"), "seccomp_fd",
+                            "must be 3..9 with seccomp_file: the wrap() line "
+                            "opens the file with a redirection N<, and a POSIX "
+                            "shell need read only one digit there (dash "
+                            "does)");
     }
     return 1;
 }
@@ -371,16 +368,16 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
     static const char accepted[] = "must be \"socat\", \"builtin\" or \"pass\"";
     int v = get_field(L, idx, "bridge");
     const char *bridge = "socat";
-    if (!launch_is_absent(L, v)) {
+    if (!msg_is_absent(L, v)) {
         if (lua_type(L, v) != LUA_TSTRING)
-            return launch_fail_got(L, v, "bridge", accepted);
+            return msg_fail_got(L, v, "bridge", accepted);
         size_t len;
         if (!(bridge = strarg_get(L, v, "bridge", &len)))
             return 0;
         if (!strarg_is(bridge, len, "socat") &&
             !strarg_is(bridge, len, "builtin") &&
             !strarg_is(bridge, len, "pass"))
-            return launch_fail_got(L, v, "bridge", accepted);
+            return msg_fail_got(L, v, "bridge", accepted);
     }
     s->bridge = strcmp(bridge, "builtin") == 0 ? BRIDGE_BUILTIN
                 : strcmp(bridge, "pass") == 0  ? BRIDGE_PASS
@@ -390,7 +387,7 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
 
     const char *path = NULL;
     v = get_field(L, idx, "bridge_path");
-    if (!launch_is_absent(L, v)) {
+    if (!msg_is_absent(L, v)) {
         if (!check_path(L, v, "bridge_path", false, false, &path))
             return 0;
     } else if (program) {
@@ -402,13 +399,12 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
     /* The image's socat cannot be relied on: docker deny needs the built-in
      * bridge, mounted like under bwrap (static: any image runs it). */
     if (s->mode == MODE_DOCKER && s->deny) {
-        if (!launch_is_absent(L, get_field(L, idx, "bridge")) &&
+        if (!msg_is_absent(L, get_field(L, idx, "bridge")) &&
             s->bridge != BRIDGE_BUILTIN)
-            return launch_fail_got(
-                L, get_field(L, idx, "bridge"), "bridge",
-                "must be \"builtin\" (or not given) under mode "
-                "docker or podman with network deny: the image "
-                "may have no socat");
+            return msg_fail_got(L, get_field(L, idx, "bridge"), "bridge",
+                                "must be \"builtin\" (or not given) under mode "
+                                "docker or podman with network deny: the image "
+                                "may have no socat");
         s->bridge = BRIDGE_BUILTIN;
         program = true;
         if (!path) {
@@ -450,7 +446,7 @@ static int check_docker_deny_paths(lua_State *L, const struct launch_spec *s)
     if (!field)
         return 1;
     const char *p = field[0] == 'p' ? s->proxy_socket : s->bridge_path;
-    launch_push_quoted(L, p, strlen(p));
+    msg_push_quoted(L, p, strlen(p));
     lua_pushfstring(L,
                     "isolation: %s must not contain ':' in mode docker or "
                     "podman (docker -v splits on it) (got %s)",
@@ -504,7 +500,7 @@ static int check_docker_duplicates(lua_State *L, const struct launch_spec *s)
     for (size_t i = 1; i < n; i++)
         for (size_t j = 0; j < i; j++)
             if (same_path(paths[i], paths[j])) {
-                launch_push_quoted(L, paths[i], strlen(paths[i]));
+                msg_push_quoted(L, paths[i], strlen(paths[i]));
                 lua_pushfstring(L,
                                 "isolation: %s mounts the same path as %s "
                                 "(got %s); docker refuses a mount point "
@@ -528,30 +524,29 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     bool docker = s->mode == MODE_DOCKER;
 
     int v = get_field(L, idx, "agent");
-    if (!launch_is_absent(L, v) &&
-        !check_string(L, v, "agent", true, &s->agent))
+    if (!msg_is_absent(L, v) && !check_string(L, v, "agent", true, &s->agent))
         return 0;
 
     v = get_field(L, idx, "workdir");
-    if (!launch_is_absent(L, v)) {
+    if (!msg_is_absent(L, v)) {
         if (!check_rw_path(L, v, "workdir", false, docker, &s->workdir))
             return 0;
     } else if (s->mode != MODE_NONE) {
-        return launch_fail_got(L, v, "workdir",
-                               "must be an absolute path (required for modes "
-                               "bwrap and docker)");
+        return msg_fail_got(L, v, "workdir",
+                            "must be an absolute path (required for modes "
+                            "bwrap and docker)");
     }
 
     v = get_field(L, idx, "command");
-    if (launch_is_absent(L, v))
-        return launch_fail_got(L, v, "command",
-                               "is required (the agent's command "
-                               "line, run as bash -c command)");
+    if (msg_is_absent(L, v))
+        return msg_fail_got(L, v, "command",
+                            "is required (the agent's command "
+                            "line, run as bash -c command)");
     if (!check_string(L, v, "command", false, &s->command))
         return 0;
 
     v = get_field(L, idx, "proxy_socket");
-    if (!launch_is_absent(L, v) &&
+    if (!msg_is_absent(L, v) &&
         !check_path(L, v, "proxy_socket", false, false, &s->proxy_socket))
         return 0;
     if (!read_ports(L, idx, s))
@@ -566,7 +561,7 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
         return 0;
 
     v = get_field(L, idx, "ca_cert");
-    if (!launch_is_absent(L, v) &&
+    if (!msg_is_absent(L, v) &&
         !check_path(L, v, "ca_cert", false, docker, &s->ca_cert))
         return 0;
 
@@ -575,9 +570,9 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
 
     v = get_field(L, idx, "tty");
     s->tty = true;
-    if (!launch_is_absent(L, v)) {
+    if (!msg_is_absent(L, v)) {
         if (lua_type(L, v) != LUA_TBOOLEAN)
-            return launch_fail_got(L, v, "tty", "must be a boolean");
+            return msg_fail_got(L, v, "tty", "must be a boolean");
         s->tty = lua_toboolean(L, v);
     }
 
@@ -592,11 +587,11 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
         return 0;
 
     if (s->mode != MODE_NONE && s->deny && !s->proxy_socket)
-        return launch_fail_got(
-            L, get_field(L, idx, "proxy_socket"), "proxy_socket",
-            "is required for modes \"bwrap\", \"docker\" and "
-            "\"podman\" with network \"deny\" (the host path "
-            "of the proxy's unix socket)");
+        return msg_fail_got(L, get_field(L, idx, "proxy_socket"),
+                            "proxy_socket",
+                            "is required for modes \"bwrap\", \"docker\" and "
+                            "\"podman\" with network \"deny\" (the host path "
+                            "of the proxy's unix socket)");
     if (s->mode == MODE_DOCKER && s->deny && !check_docker_deny_paths(L, s))
         return 0;
     if (s->mode == MODE_DOCKER && !check_docker_duplicates(L, s))

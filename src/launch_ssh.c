@@ -34,17 +34,6 @@ static int fail(lua_State *L)
     return 2;
 }
 
-/* Pushes "isolation: <field> <what> (got <value at idx>)"; returns 0. */
-static int bad(lua_State *L, int idx, const char *field, const char *what)
-{
-    idx = lua_absindex(L, idx);
-    launch_push_got(L, idx);
-    lua_pushfstring(L, "isolation: %s %s (got %s)", field, what,
-                    lua_tostring(L, -1));
-    lua_remove(L, -2);
-    return 0;
-}
-
 static bool has_control(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
@@ -78,7 +67,7 @@ static const char *get_string(lua_State *L, int tidx, const char *key,
 {
     lua_getfield(L, tidx, key);
     if (lua_type(L, -1) != LUA_TSTRING) {
-        bad(L, -1, field, "must be a string");
+        msg_fail_got(L, -1, field, "must be a string");
         lua_remove(L, -2);
         return NULL;
     }
@@ -105,10 +94,11 @@ static int read_host(lua_State *L, int t, struct ssh_target *st)
         return 0;
     if (len == 0 || st->host[0] == '-' || has_control(st->host, len) ||
         strpbrk(st->host, " \t"))
-        return bad(L, -1, "target.host",
-                   "must be a non-empty ssh destination (user@host) that "
-                   "does not start with '-', without spaces or control "
-                   "bytes");
+        return msg_fail_got(
+            L, -1, "target.host",
+            "must be a non-empty ssh destination (user@host) that "
+            "does not start with '-', without spaces or control "
+            "bytes");
     return 1;
 }
 
@@ -122,8 +112,8 @@ static int read_port(lua_State *L, int t, struct ssh_target *st)
         st->port = lua_tointegerx(L, -1, &isint);
         if (lua_type(L, -1) != LUA_TNUMBER || !isint || st->port < 1 ||
             st->port > 65535)
-            return bad(L, -1, "target.port",
-                       "must be an integer from 1 to 65535");
+            return msg_fail_got(L, -1, "target.port",
+                                "must be an integer from 1 to 65535");
     }
     lua_pop(L, 1);
     return 1;
@@ -146,9 +136,10 @@ static int read_socket_dir(lua_State *L, int t, struct ssh_target *st)
     if (st->dir[0] != '/' || len < 2 || !plain_path(st->dir, len, true) ||
         strstr(st->dir, "/./") || strstr(st->dir, "/../") ||
         strstr(st->dir, "//") || ends_with_dots(st->dir, len))
-        return bad(L, -1, "target.socket_dir",
-                   "must be an absolute path other than /, of letters, "
-                   "digits and . _ - + = / only, without . or .. or //");
+        return msg_fail_got(
+            L, -1, "target.socket_dir",
+            "must be an absolute path other than /, of letters, "
+            "digits and . _ - + = / only, without . or .. or //");
     return 1;
 }
 
@@ -167,9 +158,10 @@ static int read_socket_name(lua_State *L, int t, struct ssh_target *st)
     if (st->name_len == 0 || !plain_path(st->name, st->name_len, false) ||
         strarg_is(st->name, st->name_len, ".") ||
         strarg_is(st->name, st->name_len, ".."))
-        return bad(L, -1, "target.socket_name",
-                   "must be a file name of letters, digits and . _ - + = "
-                   "only, not . or ..");
+        return msg_fail_got(
+            L, -1, "target.socket_name",
+            "must be a file name of letters, digits and . _ - + = "
+            "only, not . or ..");
     return 1;
 }
 
@@ -186,7 +178,8 @@ static int read_options(lua_State *L, int t, struct ssh_target *st)
         return 1;
     }
     if (!lua_istable(L, -1))
-        return bad(L, -1, "target.ssh_options", "must be an array of strings");
+        return msg_fail_got(L, -1, "target.ssh_options",
+                            "must be an array of strings");
     st->options = lua_gettop(L);
     lua_Integer n = (lua_Integer)lua_rawlen(L, st->options);
     bool want_value = false;
@@ -195,13 +188,13 @@ static int read_options(lua_State *L, int t, struct ssh_target *st)
         lua_pushfstring(L, "target.ssh_options[%d]", (int)i);
         const char *field = lua_tostring(L, -1);
         if (lua_type(L, -2) != LUA_TSTRING)
-            return bad(L, -2, field, "must be a string");
+            return msg_fail_got(L, -2, field, "must be a string");
         size_t len;
         const char *o = strarg_get(L, -2, field, &len);
         if (!o)
             return 0;
         if (has_control(o, len))
-            return bad(L, -2, field, "must not contain control bytes");
+            return msg_fail_got(L, -2, field, "must not contain control bytes");
         if (want_value) {
             want_value = false;
         } else if (len >= 2 && o[0] == '-' && o[1] != '\0' &&
@@ -209,19 +202,20 @@ static int read_options(lua_State *L, int t, struct ssh_target *st)
             want_value = len == 2;
         } else if (len != 2 || o[0] != '-' || o[1] == '\0' ||
                    !strchr(option_flag, o[1])) {
-            return bad(L, -2, field,
-                       "must be an ssh option -o, -i, -F, -J, -l, -c or -m "
-                       "(with its value, in the same or the next element) "
-                       "or one of the flags -4 -6 -q -v -C: the builder "
-                       "sets the port, the forward, the tty and the "
-                       "destination itself");
+            return msg_fail_got(
+                L, -2, field,
+                "must be an ssh option -o, -i, -F, -J, -l, -c or -m "
+                "(with its value, in the same or the next element) "
+                "or one of the flags -4 -6 -q -v -C: the builder "
+                "sets the port, the forward, the tty and the "
+                "destination itself");
         }
         lua_pop(L, 2);
     }
     if (want_value) {
         lua_rawgeti(L, st->options, n);
-        return bad(L, -1, "target.ssh_options",
-                   "ends with an option that needs a value");
+        return msg_fail_got(L, -1, "target.ssh_options",
+                            "ends with an option that needs a value");
     }
     return 1;
 }
@@ -229,20 +223,22 @@ static int read_options(lua_State *L, int t, struct ssh_target *st)
 static int read_target(lua_State *L, int t, struct ssh_target *st)
 {
     if (!lua_istable(L, t))
-        return bad(L, t, "target",
-                   "must be a table {kind = \"ssh\", tunnel = true, host, "
-                   "port, socket_dir, ssh_options}");
+        return msg_fail_got(
+            L, t, "target",
+            "must be a table {kind = \"ssh\", tunnel = true, host, "
+            "port, socket_dir, ssh_options}");
     size_t len;
     const char *kind = get_string(L, t, "kind", "target.kind", &len);
     if (!kind)
         return 0;
     if (!strarg_is(kind, len, "ssh"))
-        return bad(L, -1, "target.kind", "must be \"ssh\"");
+        return msg_fail_got(L, -1, "target.kind", "must be \"ssh\"");
     lua_pop(L, 1);
     lua_getfield(L, t, "tunnel");
     if (lua_type(L, -1) != LUA_TBOOLEAN || !lua_toboolean(L, -1))
-        return bad(L, -1, "target.tunnel",
-                   "must be true: ssh_argv builds the tunnelled launch");
+        return msg_fail_got(
+            L, -1, "target.tunnel",
+            "must be true: ssh_argv builds the tunnelled launch");
     lua_pop(L, 1);
     return read_host(L, t, st) && read_port(L, t, st) &&
            read_socket_dir(L, t, st) && read_socket_name(L, t, st) &&
@@ -267,7 +263,8 @@ static const char *read_local_socket(lua_State *L, int spec, size_t *len)
 {
     lua_getfield(L, spec, "proxy_socket");
     if (lua_type(L, -1) != LUA_TSTRING) {
-        bad(L, -1, "proxy_socket",
+        msg_fail_got(
+            L, -1, "proxy_socket",
             "must be the local proxy socket's path: the forward's local end");
         return NULL;
     }
@@ -275,7 +272,8 @@ static const char *read_local_socket(lua_State *L, int spec, size_t *len)
     if (!s)
         return NULL;
     if (s[0] != '/' || strchr(s, ':') || has_control(s, *len)) {
-        bad(L, -1, "proxy_socket",
+        msg_fail_got(
+            L, -1, "proxy_socket",
             "must be an absolute path without ':' or control bytes (ssh's "
             "-R remote:local)");
         return NULL;
@@ -329,7 +327,8 @@ static int l_ssh_argv(lua_State *L)
         st.name = slash + 1;
         st.name_len = strlen(st.name);
         if (st.name_len == 0 || !plain_path(st.name, st.name_len, false)) {
-            bad(L, -1, "proxy_socket",
+            msg_fail_got(
+                L, -1, "proxy_socket",
                 "has a file name that cannot name the remote socket: give "
                 "target.socket_name");
             return fail(L);

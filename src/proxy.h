@@ -1,11 +1,15 @@
 /*
- * proxy.h - the egress proxy's internals, shared by its files:
+ * proxy.h - the egress proxy, its loop, its events and its tunables, shared
+ * by its files (one connection, struct conn, is in proxy_conn.h: only the
+ * files that handle a connection's bytes see it):
  *   proxy_lua.c     the "isolation.proxy" userdata and its options
  *   proxy_loop.c    the module's private uv loops (a background thread, or
  *                   driven from luv's loop) and the commands they take
- *   proxy_listen.c  listening sockets (unix and loopback TCP)
- *   proxy_conn.c    one client connection: request heads, checks, dialing
+ *   proxy_listen.c  listening sockets (unix and loopback TCP), accepting
+ *   proxy_conn.c    one client connection: request heads, dialing, replies
+ *   proxy_decide.c  every allow/deny decision about a request
  *   proxy_relay.c   moving bytes: tunnels, bodies, backpressure
+ *   proxy_buf.c     the relay's read buffers and the loop's pools of them
  *   proxy_event.c   events, stats and the swappable allowlist
  *   proxy_audit.c   the audit log: JSON lines written by a thread of its own
  *
@@ -27,8 +31,6 @@
 #include <uv.h>
 
 #include "hostpat.h"
-#include "httpparse.h"
-#include "tlshello.h"
 
 /* Documented defaults (notes/proxy.md says why). */
 #define PROXY_DEFAULT_HEADER_MS 10000
@@ -74,7 +76,8 @@
 
 struct proxy;
 struct proxy_loop;
-struct conn;
+struct conn;      /* proxy_conn.h */
+struct relay_buf; /* proxy_conn.h */
 
 enum proxy_mode { PROXY_THREAD = 0, PROXY_LUV };
 
@@ -191,17 +194,6 @@ struct proxy {
     struct proxy *luv_next;
 };
 
-/* A read buffer; the write request that sends it lives in front of it. */
-struct relay_buf {
-    uv_write_t req;
-    struct conn *c;
-    struct relay_buf *next_free;
-    uint32_t cap;
-    uint32_t len; /* bytes held (SNI and response-head accumulation) */
-    uint8_t dir;  /* while written: DIR_UP or DIR_DOWN */
-    char data[];
-};
-
 struct proxy_loop {
     uv_loop_t uv;
     enum proxy_mode mode;
@@ -226,95 +218,6 @@ struct proxy_loop {
     int luv_ref, poll_ref, timer_ref, drive_ref;
     bool in_drive, polling, lua_dead;
     struct proxy *luv_proxies;
-};
-
-enum conn_state {
-    CONN_HEAD,    /* reading a request head (or idle between requests) */
-    CONN_RESOLVE, /* waiting for the name's addresses */
-    CONN_DIAL,    /* connecting upstream */
-    CONN_TUNNEL,  /* CONNECT established */
-    CONN_FORWARD, /* a forward request and its response in flight */
-    CONN_LINGER,  /* an error reply sent; draining the client, then close */
-    CONN_CLOSED
-};
-
-enum { DIR_UP = 0, DIR_DOWN = 1 }; /* client->upstream, upstream->client */
-enum { SIDE_CLIENT = 0, SIDE_UP = 1 };
-
-struct conn_dir {
-    uint32_t pending; /* writes queued to the destination */
-    bool eof;         /* the source has ended */
-    bool shut;        /* the destination's shutdown has completed */
-};
-
-struct conn {
-    struct proxy *px;
-    struct conn *prev, *next;
-    union {
-        uv_tcp_t tcp;
-        uv_pipe_t pipe;
-        uv_stream_t s;
-        uv_handle_t h;
-    } client;
-    uv_tcp_t up;
-    uv_timer_t timer;
-    uv_connect_t connect_req;
-    uv_shutdown_t shut_req[2]; /* by destination side */
-    uv_getaddrinfo_t *gai;
-    struct proxy_allow *allow;
-
-    /* The request head, and whatever the client sent right behind it. */
-    char *head;
-    uint32_t head_len, head_cap;
-    struct relay_buf *sni; /* tunnel: first client bytes until decided */
-    struct relay_buf *res; /* forward: the response head so far */
-    struct relay_buf *out; /* forward: the upstream head, until dialed */
-
-    uint64_t last_active;
-    uint64_t deadline;
-    uint64_t req_start; /* uv_hrtime() when the request's head was complete */
-    uint64_t req_bytes[2]; /* by direction: relayed for this request */
-    uint8_t state;
-    uint8_t nopen; /* handles and lookups not yet finished */
-    uint8_t naddr, addr_i;
-    bool closing;
-    bool counted; /* counts against max_connections */
-    bool reading[2];
-    bool bulk[2]; /* by side: a tunnel read filled a whole buffer */
-    bool up_inited, up_connected, up_closing;
-    bool is_connect, keep_alive, sni_wait, gai_cancelled;
-    bool req_done, res_done, res_head_done, head_req, close_after;
-    bool up_reusable, redial, kept;
-    bool ev_pending; /* a request whose event is not given yet */
-    /* Admitted (a tunnel established, a response head relayed): its one
-     * event is given when it ends, with its bytes. */
-    uint8_t admitted;
-    bool reported;   /* admitted by learn mode, not by the allowlist */
-    bool carry_lost; /* pipelined bytes did not fit: end after this one */
-    bool head_over;  /* its head would pass the proxy's PROXY_HEAD_BUDGET */
-    bool fd_client, fd_up; /* counted in the descriptor pool */
-    bool deferred[2]; /* by side: a read put off to the proxy's next turn */
-    int last_err;
-    bool client_unix; /* the client came on a unix socket (else TCP) */
-    uint8_t pass;     /* proxy_pass.c: PASS_PROBE, PASS_CONTROL or 0 */
-    uint8_t socks;    /* proxy_socks.c: a SOCKS_* stage, or 0 (HTTP) */
-    struct pass_listener *listeners; /* a control connection's */
-    uint8_t req_body, res_body;
-    struct conn_dir dir[2];
-
-    char method[16];
-    char host[HOST_NAME_CAP];
-    int port;
-    uint8_t kind;
-    int res_status;
-    uint64_t req_left, res_left;
-    struct http_chunked req_chunk, res_chunk;
-    struct host_addr addrs[PROXY_MAX_ADDRS];
-
-    /* What the open upstream connection reaches (forward keep-alive). */
-    char up_host[HOST_NAME_CAP];
-    int up_port;
-    struct host_addr up_addr;
 };
 
 /* proxy_loop.c */
@@ -357,39 +260,27 @@ int proxy_listen_tcp(struct proxy *p, const struct sockaddr_storage *addr,
 /* Removes our socket file (only if it is still the one we made). */
 void proxy_listen_unlink(struct proxy *p);
 
-/* proxy_conn.c: on the loop's thread. */
+/* proxy_listen.c, on the loop's thread: the listener's handle. */
 int proxy_start(struct proxy *p);
 void proxy_stop(struct proxy *p);
 /* A connection waiting on server: accepted, checked against
- * max_connections, and read. */
+ * max_connections and the descriptor pool, and read. */
 void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
                   bool nodelay_inherited);
+/* A closing proxy whose last handle is gone drops the loop's reference. */
+void proxy_maybe_release(struct proxy *p);
+/* Is this proxy one of several in the process? Then the descriptor pool's
+ * sharing rules apply (a proxy alone keeps every descriptor it may). */
+bool proxy_pool_shared(void);
 
-/* proxy_pass.c: listeners handed over a unix socket (SCM_RIGHTS). */
-enum { PASS_PROBE = 1, PASS_CONTROL = 2 };
-
-/* proxy_socks.c: SOCKS5 on the same listeners (a first byte 0x05). */
-/* SOCKS_ANSWERED: a malformed request's reply is sent already. */
-enum {
-    SOCKS_GREETING = 1,
-    SOCKS_REQUEST = 2,
-    SOCKS_ASKED = 3,
-    SOCKS_AUTH = 4,
-    SOCKS_ANSWERED = 5
-};
-/* Parses what the head buffer holds at the connection's stage. */
-void proxy_socks_head(struct conn *c);
-/* The SOCKS reply for a refusal by its event code (SOCKS_ASKED only). */
-void proxy_socks_refuse(struct conn *c, const char *code);
-/* The success reply when the tunnel is up. */
-int proxy_socks_ok(struct conn *c);
-struct http_request;
-/* proxy_conn.c: the CONNECT decision and dial, as for an HTTP request. */
-void conn_handle_request(struct conn *c, const struct http_request *req,
-                         size_t head_len);
-void conn_reply_refusal(struct conn *c, int status, const char *type,
-                        const char *code, const char *reason);
-void conn_end_client_now(struct conn *c);
+/* proxy_conn.c: what the listener asks of a connection. */
+/* A client accepted from server, counted, not yet read; NULL if none. */
+struct conn *conn_accept(struct proxy *p, uv_stream_t *server, bool is_unix);
+/* Admitted: starts reading its first request. */
+void conn_start(struct conn *c, bool is_unix, bool nodelay_inherited);
+/* Refused by admission: a 503 and closed at once. */
+void conn_refuse(struct conn *c, const char *reason);
+void conn_close(struct conn *c);
 
 /* proxy_auth.c: the token (constant time in the token's length). */
 void proxy_token_set(struct proxy_opts *o, const char *token, size_t len);
@@ -402,15 +293,10 @@ bool proxy_token_socks_ok(const struct proxy_opts *o, const uint8_t *user,
 #define PASS_MAGIC "\0isolation-pass 1\n"
 /* Most listeners one handover may carry (the HTTP port, a SOCKS port). */
 #define PASS_MAX_FDS 2
-/* c's reads while c->pass is set: its alloc and read callbacks (alloc
- * returns false, and clears c->pass, once c is an HTTP client). */
-bool proxy_pass_alloc(struct conn *c, uv_buf_t *buf);
-void proxy_pass_read(struct conn *c, ssize_t n);
-/* c is closing: its listeners close with it. */
-void proxy_pass_conn_closed(struct conn *c);
 
 /* proxy_event.c */
-/* The event of c's request (its method, host, port, bytes and duration). */
+/* The event of c's request (its method, host, port, bytes and duration);
+ * c NULL: an event of the proxy itself (no request). */
 void proxy_event(struct proxy *p, const struct conn *c, const char *type,
                  const char *code, int status, const char *reason);
 /* Moves the queued events to a new Lua array on the stack. */
@@ -424,26 +310,6 @@ struct proxy_allow *proxy_allow_get(struct proxy *p);
 void proxy_allow_put(struct proxy_allow *a);
 void proxy_allow_set(struct proxy *p, struct proxy_allow *a);
 void proxy_unref(struct proxy *p);
-
-/* proxy_conn.c, used by the relay */
-void conn_close(struct conn *c);
-void conn_update_reads(struct conn *c);
-void conn_fail(struct conn *c, int status, const char *type, const char *code,
-               const char *reason);
-void conn_forward_done(struct conn *c);
-/* The one event of the request in flight. */
-void conn_event(struct conn *c, const char *type, const char *code, int status,
-                const char *reason);
-/* The request is admitted (kind 1: a tunnel opened, 2: a response head
- * relayed): counted now, its event given when it ends. */
-void conn_admit(struct conn *c, uint8_t kind);
-/* An admitted request has ended: its event, with its bytes. */
-void conn_event_admitted(struct conn *c);
-void conn_arm(struct conn *c, uint64_t ms);
-/* Frees the head buffer (and its charge to the proxy's head budget). */
-void conn_head_free(struct conn *c);
-/* Appends bytes the client sent after a request to the head buffer. */
-void conn_carry(struct conn *c, const char *p, size_t n);
 
 /* proxy_audit.c */
 /* Opens path for appending (created 0600; never a link, another user's
@@ -459,21 +325,7 @@ uint64_t proxy_audit_dropped(struct proxy_audit *a);
 /* Writes what is queued (waiting a bounded time), then frees the log. */
 void proxy_audit_close(struct proxy_audit *a);
 
-/* proxy_relay.c */
-void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n);
-void relay_up_data(struct conn *c, struct relay_buf *rb, size_t n);
-void relay_eof(struct conn *c, int side);
-/* Sends len bytes of rb (from off) towards d; takes rb. <0 on error. */
-int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
-               size_t len);
-/* Copies bytes into a buffer of its own and sends it. */
-int relay_send_copy(struct conn *c, int d, const char *p, size_t len);
-void relay_tunnel_begin(struct conn *c);
-struct relay_buf *relay_buf_get(struct proxy_loop *loop);
-/* A RELAY_BIG_SIZE buffer, for reads in an established tunnel. */
-struct relay_buf *relay_buf_big(struct proxy_loop *loop);
-struct relay_buf *relay_buf_sized(size_t cap);
-void relay_buf_put(struct proxy_loop *loop, struct relay_buf *b);
+/* proxy_buf.c: the loop's free read buffers go back to the system. */
 void relay_pool_free(struct proxy_loop *loop);
 
 #endif

@@ -1,7 +1,8 @@
 /*
- * proxy_conn.c - one client connection: accept, read and check a request
- * head, resolve and check every address, dial only a checked address, and
- * answer errors. The bytes themselves move in proxy_relay.c.
+ * proxy_conn.c - one client connection, in the order a request runs: read
+ * its head, decide (proxy_decide.c), resolve and decide on every address,
+ * dial only a checked address, then hand the bytes to proxy_relay.c; and
+ * answer errors. Accepting it is the listener's (proxy_listen.c).
  *
  * The order of the checks is the security property: the allowlist is
  * consulted before any lookup, every address a name resolves to is checked
@@ -17,22 +18,21 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "proxy.h"
+#include "proxy_conn.h"
+#include "proxy_decide.h"
+#include "tlshello.h"
 
 static void conn_parse_head(struct conn *c);
 static void dial_next(struct conn *c);
+static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off,
+                     size_t n);
+static void client_ended(struct conn *c);
 static void conn_reply(struct conn *c, int status, const char *type,
                        const char *code, const char *reason);
 
 static inline uv_loop_t *conn_loop(struct conn *c)
 {
     return &c->px->loop->uv;
-}
-
-static void proxy_maybe_release(struct proxy *p)
-{
-    if (p->closing && p->handles == 0)
-        proxy_unref(p); /* the loop's reference */
 }
 
 /* After a flood the heap keeps its pages (glibc gives back only the top):
@@ -59,15 +59,6 @@ static void conn_free_if_done(struct conn *c)
     loop_conn_freed(loop);
     p->handles--;
     proxy_maybe_release(p);
-}
-
-/* Proxies open in the process: the pool's rules are for sharing, and a
- * proxy alone in its process keeps every descriptor its limit allows. */
-static atomic_int proxies_open;
-
-static bool pool_shared(void)
-{
-    return atomic_load_explicit(&proxies_open, memory_order_relaxed) > 1;
 }
 
 /* Descriptors in the process-wide pool (see proxy_fds_setup). */
@@ -125,31 +116,29 @@ static void on_up_closed(uv_handle_t *h)
 {
     struct conn *c = h->data;
     c->nopen--;
-    c->up_inited = c->up_closing = c->up_connected = false;
+    c->up.inited = c->up.closing = c->up.connected = false;
     c->reading[SIDE_UP] = false;
     if (c->closing) {
         conn_free_if_done(c);
         return;
     }
-    if (c->redial) {
-        c->redial = false;
+    if (c->up.redial) {
+        c->up.redial = false;
         dial_next(c);
     }
 }
 
 static void conn_close_up(struct conn *c)
 {
-    if (!c->up_inited || c->up_closing)
+    if (!c->up.inited || c->up.closing)
         return;
-    c->up_closing = true;
-    c->up_connected = false;
-    c->up_reusable = false;
+    c->up.closing = true;
+    c->up.connected = false;
+    c->up.reusable = false;
     c->reading[SIDE_UP] = false;
     fd_give(c, &c->fd_up);
-    uv_close((uv_handle_t *)&c->up, on_up_closed);
+    uv_close((uv_handle_t *)&c->up.tcp, on_up_closed);
 }
-
-static void addr_text(const struct host_addr *a, char *out, size_t cap);
 
 void conn_event(struct conn *c, const char *type, const char *code, int status,
                 const char *reason)
@@ -177,16 +166,16 @@ void conn_event_admitted(struct conn *c)
                                       "learn mode; "
                                     : "";
     if (c->admitted == 1) {
-        addr_text(&c->addrs[c->addr_i], text, sizeof text);
+        proxy_addr_text(&c->addrs[c->addr_i], text, sizeof text);
         snprintf(reason, sizeof reason, "%stunnel to %s", learn, text);
     } else {
         snprintf(reason, sizeof reason, "%supstream answered %d%s", learn,
-                 c->res_status,
-                 c->res_done ? "" : " (the response was cut short)");
+                 c->fwd.res_status,
+                 c->fwd.res_done ? "" : " (the response was cut short)");
     }
     conn_event(c, c->reported ? "report" : "allow",
                c->reported ? "not_allowed" : "allowed",
-               c->admitted == 1 ? 200 : c->res_status, reason);
+               c->admitted == 1 ? 200 : c->fwd.res_status, reason);
 }
 
 void conn_close(struct conn *c)
@@ -215,9 +204,9 @@ void conn_close(struct conn *c)
     fd_give(c, &c->fd_client);
     uv_close(&c->client.h, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
-    if (c->up_inited && !c->up_closing) {
-        c->up_closing = true;
-        uv_close((uv_handle_t *)&c->up, on_up_closed);
+    if (c->up.inited && !c->up.closing) {
+        c->up.closing = true;
+        uv_close((uv_handle_t *)&c->up.tcp, on_up_closed);
     }
     fd_give(c, &c->fd_up);
     if (c->gai)
@@ -226,11 +215,11 @@ void conn_close(struct conn *c)
     struct proxy_loop *loop = p->loop;
     if (c->sni)
         relay_buf_put(loop, c->sni);
-    if (c->res)
-        relay_buf_put(loop, c->res);
-    if (c->out)
-        relay_buf_put(loop, c->out);
-    c->sni = c->res = c->out = NULL;
+    if (c->fwd.res)
+        relay_buf_put(loop, c->fwd.res);
+    if (c->fwd.out)
+        relay_buf_put(loop, c->fwd.out);
+    c->sni = c->fwd.res = c->fwd.out = NULL;
     proxy_allow_put(c->allow);
     c->allow = NULL;
 }
@@ -254,7 +243,8 @@ static void set_reading(struct conn *c, int side, bool want)
 {
     if (c->reading[side] == want)
         return;
-    uv_stream_t *s = side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up;
+    uv_stream_t *s =
+        side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up.tcp;
     if (want) {
         int r = side == SIDE_CLIENT
                     ? uv_read_start(s, on_client_alloc, on_client_read)
@@ -286,7 +276,7 @@ void conn_update_reads(struct conn *c)
         /* The body while it is due; afterwards, pipelined bytes while they
          * fit (and the client's leaving). */
         client =
-            c->req_done
+            c->fwd.req_done
                 ? !c->carry_lost && c->head_len <= c->px->opts.max_header_bytes
                 : !c->dir[DIR_UP].eof && c->dir[DIR_UP].pending == 0;
         up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
@@ -303,7 +293,7 @@ void conn_update_reads(struct conn *c)
         break;
     }
     set_reading(c, SIDE_CLIENT, client);
-    if (c->up_inited && c->up_connected && !c->up_closing)
+    if (c->up.inited && c->up.connected && !c->up.closing)
         set_reading(c, SIDE_UP, up);
 }
 
@@ -350,7 +340,7 @@ static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     if (c->state == CONN_HEAD ||
         ((c->state == CONN_RESOLVE || c->state == CONN_DIAL) &&
          c->is_connect) ||
-        (c->state == CONN_FORWARD && c->req_done)) {
+        (c->state == CONN_FORWARD && c->fwd.req_done)) {
         size_t limit = c->px->opts.max_header_bytes + 1;
         if (c->head_len == c->head_cap && c->head_cap < limit) {
             size_t cap = c->head_cap ? c->head_cap * 4 : 4096;
@@ -451,7 +441,7 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         conn_update_reads(c);
         return;
     }
-    if (c->state == CONN_FORWARD && c->req_done) {
+    if (c->state == CONN_FORWARD && c->fwd.req_done) {
         /* The request is sent: what comes now is the next request, kept
          * in the head buffer, or the client leaving (an end here means it
          * gave up waiting: the request is over). */
@@ -473,7 +463,7 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         if (c->state == CONN_LINGER || n != UV_EOF)
             conn_close(c);
         else
-            relay_eof(c, SIDE_CLIENT);
+            client_ended(c);
         return;
     }
     c->last_active = uv_now(conn_loop(c));
@@ -485,6 +475,12 @@ static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         c->bulk[SIDE_CLIENT] = true;
     if (relaying(c))
         turn_count(c, n);
+    if (c->state == CONN_TUNNEL && c->sni_wait) {
+        atomic_fetch_add_explicit(&c->px->stats.bytes_up, (uint64_t)n,
+                                  memory_order_relaxed);
+        sni_feed(c, rb, 0, (size_t)n);
+        return;
+    }
     relay_client_data(c, rb, (size_t)n);
 }
 
@@ -521,7 +517,7 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         if (c->state == CONN_HEAD) {
             conn_close_up(c); /* a kept upstream went away */
         } else if (n != UV_EOF) {
-            if (c->state == CONN_FORWARD && !c->res_head_done)
+            if (c->state == CONN_FORWARD && !c->fwd.res_head_done)
                 conn_fail(c, 502, "error", "upstream_failed",
                           "upstream connection failed");
             else
@@ -562,7 +558,7 @@ void conn_carry(struct conn *c, const char *p, size_t n)
         /* More pipelined bytes than a head may hold: never parse a
          * stream with a hole in it; answer this request, then end. */
         c->carry_lost = true;
-        c->close_after = true;
+        c->fwd.close_after = true;
         return;
     }
     memcpy(c->head + c->head_len, p, n);
@@ -699,7 +695,7 @@ void conn_fail(struct conn *c, int status, const char *type, const char *code,
     if (c->closing)
         return;
     if (c->state == CONN_TUNNEL ||
-        (c->state == CONN_FORWARD && c->res_head_done)) {
+        (c->state == CONN_FORWARD && c->fwd.res_head_done)) {
         /* The client already has a status line: all we can do is stop. */
         conn_event(c, type, code, status, reason);
         conn_close(c);
@@ -709,41 +705,6 @@ void conn_fail(struct conn *c, int status, const char *type, const char *code,
 }
 
 /* ---- checking and dialing ---- */
-
-static const char *addr_class(const struct host_addr *a)
-{
-    const uint8_t *b = a->bytes;
-    if (a->family == 4) {
-        if (b[0] == 127)
-            return "loopback";
-        if (b[0] == 169 && b[1] == 254)
-            return "link-local";
-        if (b[0] == 10 || (b[0] == 172 && (b[1] & 0xf0) == 16) ||
-            (b[0] == 192 && b[1] == 168) ||
-            (b[0] == 100 && (b[1] & 0xc0) == 64))
-            return "private";
-        if (b[0] == 0)
-            return "unspecified";
-        return "reserved";
-    }
-    static const uint8_t zero[16];
-    if (memcmp(b, zero, 15) == 0 && b[15] == 1)
-        return "loopback";
-    if (memcmp(b, zero, 16) == 0)
-        return "unspecified";
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
-        return "link-local";
-    if ((b[0] & 0xfe) == 0xfc)
-        return "private";
-    return "reserved";
-}
-
-static void addr_text(const struct host_addr *a, char *out, size_t cap)
-{
-    if (!inet_ntop(a->family == 4 ? AF_INET : AF_INET6, a->bytes, out,
-                   (socklen_t)cap))
-        snprintf(out, cap, "?");
-}
 
 static socklen_t to_sockaddr(const struct host_addr *a, int port,
                              struct sockaddr_storage *ss)
@@ -763,64 +724,14 @@ static socklen_t to_sockaddr(const struct host_addr *a, int port,
     return sizeof *s6;
 }
 
-/*
- * Would dialing a:port reach our own listener? Also true for the
- * unspecified address (Linux routes it to a local listener) and for an
- * IPv4-mapped IPv6 form of our address.
- */
-static bool is_self(struct proxy *p, const struct host_addr *a, int port)
-{
-    static const uint8_t zero[16];
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
-                                       0, 0, 0, 0, 0xff, 0xff};
-    if (p->is_unix || port != p->port)
-        return false;
-    const uint8_t *v4 = NULL;
-    if (a->family == 4)
-        v4 = a->bytes;
-    else if (memcmp(a->bytes, mapped, 12) == 0)
-        v4 = a->bytes + 12;
-    if ((a->family == 4 && memcmp(a->bytes, zero, 4) == 0) ||
-        (a->family == 6 && memcmp(a->bytes, zero, 16) == 0) ||
-        (v4 && memcmp(v4, zero, 4) == 0))
-        return true;
-    if (p->self.ss_family == AF_INET && v4)
-        return memcmp(&((struct sockaddr_in *)&p->self)->sin_addr, v4, 4) == 0;
-    if (p->self.ss_family == AF_INET6 && a->family == 6)
-        return memcmp(&((struct sockaddr_in6 *)&p->self)->sin6_addr, a->bytes,
-                      16) == 0;
-    return false;
-}
-
 /* Every address must pass; one that does not refuses the request. */
 static bool addr_admitted(struct conn *c, const struct host_addr *a)
 {
-    struct proxy *p = c->px;
-    char text[INET6_ADDRSTRLEN], reason[HOST_NAME_CAP + 128];
-    if (is_self(p, a, c->port)) {
-        snprintf(reason, sizeof reason,
-                 "%s:%d is the proxy's own listening address", c->host,
-                 c->port);
-        conn_reply(c, 403, "deny", "own_address", reason);
-        return false;
-    }
-    if (host_addr_is_private(a) && !p->opts.allow_private &&
-        !hostpat_admits_addr(c->allow->list, a, c->port)) {
-        addr_text(a, text, sizeof text);
-        if (c->kind == HOST_NAME)
-            snprintf(reason, sizeof reason,
-                     "%s resolves to a %s address (%s), which the "
-                     "allowlist does not admit",
-                     c->host, addr_class(a), text);
-        else
-            snprintf(reason, sizeof reason,
-                     "%s is a %s address, which the allowlist does not "
-                     "admit",
-                     text, addr_class(a));
-        conn_reply(c, 403, "deny", "private_address", reason);
-        return false;
-    }
-    return true;
+    struct verdict v;
+    if (decide_addr(c->px, c->allow->list, c->kind, c->host, c->port, a, &v))
+        return true;
+    conn_reply(c, v.status, "deny", v.code, v.reason);
+    return false;
 }
 
 static void on_connect(uv_connect_t *req, int status);
@@ -829,9 +740,9 @@ static void dial_next(struct conn *c)
 {
     if (c->closing || c->state != CONN_DIAL)
         return;
-    if (c->up_inited) {
-        c->redial = true; /* after the old socket's close callback */
-        if (!c->up_closing)
+    if (c->up.inited) {
+        c->up.redial = true; /* after the old socket's close callback */
+        if (!c->up.closing)
             conn_close_up(c);
         return;
     }
@@ -843,14 +754,14 @@ static void dial_next(struct conn *c)
         conn_reply(c, 502, "error", "connect_failed", reason);
         return;
     }
-    if (pool_shared() &&
+    if (proxy_pool_shared() &&
         atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) >=
             atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed)) {
         conn_reply(c, 503, "error", "too_many",
                    "the descriptors the process keeps for proxies are in use");
         return;
     }
-    int r = uv_tcp_init(conn_loop(c), &c->up);
+    int r = uv_tcp_init(conn_loop(c), &c->up.tcp);
     if (r != 0) {
         c->last_err = r;
         c->addr_i = c->naddr;
@@ -859,19 +770,114 @@ static void dial_next(struct conn *c)
     }
     fd_take(c, &c->fd_up);
     c->nopen++;
-    c->up_inited = true;
-    c->up.data = c;
+    c->up.inited = true;
+    c->up.tcp.data = c;
     struct sockaddr_storage ss;
     to_sockaddr(&c->addrs[c->addr_i], c->port, &ss);
-    c->connect_req.data = c;
-    r = uv_tcp_connect(&c->connect_req, &c->up, (struct sockaddr *)&ss,
+    c->up.connect.data = c;
+    r = uv_tcp_connect(&c->up.connect, &c->up.tcp, (struct sockaddr *)&ss,
                        on_connect);
     if (r != 0) {
         c->last_err = r;
         c->addr_i++;
-        c->redial = true;
+        c->up.redial = true;
         conn_close_up(c);
     }
+}
+
+/* ---- a tunnel's first client bytes: held until the SNI decision ---- */
+
+/* Feeds client bytes to the SNI decision; forwards them once it passes. */
+static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off, size_t n)
+{
+    struct proxy_loop *loop = c->px->loop;
+    struct relay_buf *b = c->sni;
+    size_t room = TLS_HELLO_MAX + 1 - b->len;
+    size_t take = n < room ? n : room;
+    memcpy(b->data + b->len, rb->data + off, take);
+    b->len += (uint32_t)take;
+    struct verdict v;
+    enum sni_verdict r =
+        decide_sni((const uint8_t *)b->data, b->len, c->kind, c->host, &v);
+    if (r != SNI_PASS) {
+        relay_buf_put(loop, rb);
+        if (r == SNI_REFUSE) {
+            conn_event(c, "deny", v.code, v.status, v.reason);
+            conn_close(c);
+        }
+        return;
+    }
+    c->sni_wait = false;
+    c->sni = NULL;
+    if (relay_send(c, DIR_UP, b, 0, b->len) < 0) {
+        relay_buf_put(loop, rb);
+        conn_close(c);
+        return;
+    }
+    if (n > take) {
+        if (relay_send(c, DIR_UP, rb, off + take, n - take) < 0)
+            conn_close(c);
+        return;
+    }
+    relay_buf_put(loop, rb);
+}
+
+/* The client ended its side: inside a hello that is a refusal; before any
+ * byte the tunnel simply has no hello to check. Then the relay passes the
+ * end on. */
+static void client_ended(struct conn *c)
+{
+    if (c->state == CONN_TUNNEL && c->sni_wait) {
+        if (c->sni->len > 0) {
+            conn_event(c, "deny", "tls_malformed", 403,
+                       "the client ended inside a TLS ClientHello");
+            conn_close(c);
+            return;
+        }
+        c->sni_wait = false;
+        relay_buf_put(c->px->loop, c->sni);
+        c->sni = NULL;
+    }
+    relay_eof(c, SIDE_CLIENT);
+}
+
+/* The tunnel is up: the bytes the client sent early go upstream, through
+ * the SNI decision when sni_match asks for one (header_timeout for the
+ * whole hello). */
+static void tunnel_begin(struct conn *c)
+{
+    struct proxy_loop *loop = c->px->loop;
+    const char *early = c->head;
+    size_t n = c->head_len;
+    if (c->px->opts.sni_match) {
+        c->sni = relay_buf_get(loop);
+        if (!c->sni) {
+            conn_close(c);
+            return;
+        }
+        c->sni_wait = true;
+        conn_arm(c, c->px->opts.header_ms < c->px->opts.idle_ms
+                        ? c->px->opts.header_ms
+                        : c->px->opts.idle_ms);
+        c->deadline = uv_now(&loop->uv) + c->px->opts.header_ms;
+        if (n > 0) {
+            struct relay_buf *rb = relay_buf_get(loop);
+            if (!rb) {
+                conn_close(c);
+                return;
+            }
+            memcpy(rb->data, early, n);
+            sni_feed(c, rb, 0, n);
+        }
+    } else if (n > 0) {
+        if (relay_send_copy(c, DIR_UP, early, n) < 0) {
+            conn_close(c);
+            return;
+        }
+    }
+    if (c->closing)
+        return;
+    conn_head_free(c);
 }
 
 static void tunnel_established(struct conn *c)
@@ -889,9 +895,9 @@ static void tunnel_established(struct conn *c)
     conn_arm(c, c->px->opts.idle_ms);
     bool ended = c->dir[DIR_UP].eof;
     c->dir[DIR_UP].eof = false;
-    relay_tunnel_begin(c);
+    tunnel_begin(c);
     if (ended && !c->closing)
-        relay_eof(c, SIDE_CLIENT);
+        client_ended(c);
     conn_update_reads(c);
 }
 
@@ -899,11 +905,11 @@ static void forward_send(struct conn *c)
 {
     c->state = CONN_FORWARD;
     memset(c->dir, 0, sizeof c->dir);
-    c->res_head_done = c->res_done = false;
+    c->fwd.res_head_done = c->fwd.res_done = false;
     c->last_active = uv_now(conn_loop(c));
     conn_arm(c, c->px->opts.idle_ms);
-    struct relay_buf *out = c->out;
-    c->out = NULL;
+    struct relay_buf *out = c->fwd.out;
+    c->fwd.out = NULL;
     if (relay_send(c, DIR_UP, out, 0, out->len) < 0) {
         conn_fail(c, 502, "error", "upstream_failed",
                   "cannot send the request upstream");
@@ -920,15 +926,15 @@ static void on_connect(uv_connect_t *req, int status)
     if (status < 0) {
         c->last_err = status;
         c->addr_i++;
-        c->redial = true;
+        c->up.redial = true;
         conn_close_up(c);
         return;
     }
-    c->up_connected = true;
-    uv_tcp_nodelay(&c->up, 1);
-    memcpy(c->up_host, c->host, sizeof c->up_host);
-    c->up_port = c->port;
-    c->up_addr = c->addrs[c->addr_i];
+    c->up.connected = true;
+    uv_tcp_nodelay(&c->up.tcp, 1);
+    memcpy(c->up.host, c->host, sizeof c->up.host);
+    c->up.port = c->port;
+    c->up.addr = c->addrs[c->addr_i];
     if (c->is_connect)
         tunnel_established(c);
     else
@@ -1048,38 +1054,40 @@ static int forward_prepare(struct conn *c, const struct http_request *req,
             return -1;
         n = http_write_upstream_head(req, true, out->data, out->cap);
     }
-    c->req_body = (uint8_t)req->body;
-    c->req_left = req->content_length;
-    http_chunked_init(&c->req_chunk);
-    c->req_done = req->body == BODY_NONE;
+    c->fwd.req_body = (uint8_t)req->body;
+    c->fwd.req_left = req->content_length;
+    http_chunked_init(&c->fwd.req_chunk);
+    c->fwd.req_done = req->body == BODY_NONE;
     const char *rest = c->head + head_len;
     size_t nb = 0;
-    if (!c->req_done && extra > 0) {
+    if (!c->fwd.req_done && extra > 0) {
         if (req->body == BODY_LENGTH) {
-            nb = extra < c->req_left ? extra : (size_t)c->req_left;
-            c->req_left -= nb;
-            c->req_done = c->req_left == 0;
+            nb = extra < c->fwd.req_left ? extra : (size_t)c->fwd.req_left;
+            c->fwd.req_left -= nb;
+            c->fwd.req_done = c->fwd.req_left == 0;
         } else {
             bool done = false;
-            ssize_t r = http_chunked_feed(&c->req_chunk, rest, extra, &done);
+            ssize_t r =
+                http_chunked_feed(&c->fwd.req_chunk, rest, extra, &done);
             if (r < 0) {
                 relay_buf_put(loop, out);
                 return -2;
             }
             nb = (size_t)r;
-            c->req_done = done;
+            c->fwd.req_done = done;
         }
-    } else if (!c->req_done && req->body == BODY_LENGTH && c->req_left == 0) {
-        c->req_done = true;
+    } else if (!c->fwd.req_done && req->body == BODY_LENGTH &&
+               c->fwd.req_left == 0) {
+        c->fwd.req_done = true;
     }
     memcpy(out->data + n, rest, nb);
     out->len = (uint32_t)(n + nb);
     /* Anything after the body is the next request: keep it. */
     memmove(c->head, rest + nb, extra - nb);
     c->head_len = (uint32_t)(extra - nb);
-    if (c->out)
-        relay_buf_put(loop, c->out);
-    c->out = out;
+    if (c->fwd.out)
+        relay_buf_put(loop, c->fwd.out);
+    c->fwd.out = out;
     return 0;
 }
 
@@ -1096,8 +1104,8 @@ static void handle_request(struct conn *c, const struct http_request *req,
     c->kind = (uint8_t)req->host_kind;
     c->is_connect = req->is_connect;
     c->keep_alive = req->keep_alive && !req->is_connect;
-    c->head_req = strcmp(c->method, "HEAD") == 0;
-    c->close_after = false;
+    c->fwd.head_req = strcmp(c->method, "HEAD") == 0;
+    c->fwd.close_after = false;
     c->ev_pending = true;
     c->admitted = 0;
     c->reported = false;
@@ -1111,17 +1119,11 @@ static void handle_request(struct conn *c, const struct http_request *req,
 
     proxy_allow_put(c->allow);
     c->allow = proxy_allow_get(p);
-    bool listed = hostpat_match(c->allow->list, req->host_kind, req->host,
-                                &req->addr, req->port);
-    /* Learn mode admits what the list does not; every later check (the
-     * address rule, the SNI match) still applies. */
-    c->reported = !listed && p->opts.report;
-    if (!listed && !c->reported) {
-        char reason[HOST_NAME_CAP + 64];
-        snprintf(reason, sizeof reason, "host %s:%d is not in the allowlist",
-                 req->host, req->port);
+    struct verdict v;
+    if (!decide_host(p, c->allow->list, req->host_kind, req->host, &req->addr,
+                     req->port, &c->reported, &v)) {
         c->head_len = 0; /* pipelined bytes after a refusal go nowhere */
-        conn_reply(c, 403, "deny", "not_allowed", reason);
+        conn_reply(c, v.status, "deny", v.code, v.reason);
         return;
     }
 
@@ -1129,7 +1131,7 @@ static void handle_request(struct conn *c, const struct http_request *req,
         size_t extra = c->head_len - head_len;
         memmove(c->head, c->head + head_len, extra);
         c->head_len = (uint32_t)extra;
-        if (c->up_inited)
+        if (c->up.inited)
             conn_close_up(c);
     } else {
         int r = forward_prepare(c, req, head_len);
@@ -1142,12 +1144,12 @@ static void handle_request(struct conn *c, const struct http_request *req,
         }
         /* The kept upstream reaches this host:port at a checked address:
          * reuse it if that address still passes under today's allowlist. */
-        if (c->up_connected && !c->up_closing && c->up_reusable &&
-            c->up_port == c->port && strcmp(c->up_host, c->host) == 0) {
+        if (c->up.connected && !c->up.closing && c->up.reusable &&
+            c->up.port == c->port && strcmp(c->up.host, c->host) == 0) {
             c->naddr = 1;
             c->addr_i = 0;
-            c->addrs[0] = c->up_addr;
-            if (!addr_admitted(c, &c->up_addr))
+            c->addrs[0] = c->up.addr;
+            if (!addr_admitted(c, &c->up.addr))
                 return;
             forward_send(c);
             return;
@@ -1250,11 +1252,11 @@ void conn_forward_done(struct conn *c)
         return;
     if (c->ev_pending && c->admitted)
         conn_event_admitted(c);
-    if (!c->up_reusable || c->dir[DIR_DOWN].eof)
+    if (!c->up.reusable || c->dir[DIR_DOWN].eof)
         conn_close_up(c);
     proxy_allow_put(c->allow);
     c->allow = NULL;
-    if (!c->keep_alive || c->close_after || c->carry_lost) {
+    if (!c->keep_alive || c->fwd.close_after || c->carry_lost) {
         conn_end_client(c);
         return;
     }
@@ -1304,7 +1306,7 @@ static void on_timer(uv_timer_t *t)
         }
         uint64_t idle = now - c->last_active;
         if (idle >= p->opts.idle_ms) {
-            if (c->state == CONN_FORWARD && !c->res_head_done)
+            if (c->state == CONN_FORWARD && !c->fwd.res_head_done)
                 conn_fail(c, 504, "error", "upstream_timeout",
                           "upstream did not answer within "
                           "idle_timeout");
@@ -1324,30 +1326,7 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-/* ---- accepting ---- */
-
-/*
- * Why a new client of p must be refused (NULL: it is admitted). Each
- * client may take two descriptors (its own and the upstream's): p stays
- * within max_connections and, when it shares the process with other
- * proxies, they all stay within the process's pool and no one proxy takes
- * more than half of it, so a flooded session leaves the others room to
- * accept and dial.
- */
-static const char *admission(struct proxy *p)
-{
-    long usable = atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed);
-    if (p->nclients >= p->opts.max_connections)
-        return "too many connections (this proxy's max_connections)";
-    if (!pool_shared())
-        return NULL;
-    if (atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) + 2 >
-        usable)
-        return "the descriptors the process keeps for proxies are in use";
-    if ((long)p->fds + 2 > usable / 2)
-        return "this proxy holds half of the process's descriptors for proxies";
-    return NULL;
-}
+/* ---- a new client, for the listener (proxy_listen.c) ---- */
 
 /*
  * A refused client gets its 503 and is closed at once: a refusal that
@@ -1356,7 +1335,7 @@ static const char *admission(struct proxy *p)
  * protects. What it sent is read away first, so the close is a FIN (a
  * reset still leaves the queued reply readable on Linux).
  */
-static void conn_refuse(struct conn *c, const char *reason)
+void conn_refuse(struct conn *c, const char *reason)
 {
     conn_event(c, "error", "too_many", 503, reason);
     char msg[600];
@@ -1373,45 +1352,11 @@ static void conn_refuse(struct conn *c, const char *reason)
     conn_close(c);
 }
 
-/* accept() itself failed. libuv has then already used its reserve
- * descriptor (closed it, accepted and closed every waiting client, opened
- * it again), so the listener does not spin; the owner hears of it once
- * per run of failures. */
-static void accept_failed(struct proxy *p, int status)
-{
-    if (p->accept_failing)
-        return;
-    p->accept_failing = true;
-    struct conn *blank = calloc(1, sizeof *blank);
-    if (!blank)
-        return;
-    char reason[160];
-    snprintf(reason, sizeof reason,
-             "accept failed (%s): clients are closed unanswered until "
-             "descriptors are free",
-             uv_strerror(status));
-    proxy_event(p, blank, "error", "too_many", 503, reason);
-    free(blank);
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    struct proxy *p = server->data;
-    if (p->closing)
-        return;
-    if (status < 0) {
-        accept_failed(p, status);
-        return;
-    }
-    proxy_accept(p, server, p->is_unix, p->nodelay_inherited);
-}
-
-void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
-                  bool nodelay_inherited)
+struct conn *conn_accept(struct proxy *p, uv_stream_t *server, bool is_unix)
 {
     struct conn *c = calloc(1, sizeof *c);
     if (!c)
-        return;
+        return NULL;
     c->px = p;
     c->client_unix = is_unix;
     uv_loop_t *loop = &p->loop->uv;
@@ -1419,7 +1364,7 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
                     : uv_tcp_init(loop, &c->client.tcp);
     if (r != 0) {
         free(c);
-        return;
+        return NULL;
     }
     c->client.h.data = c;
     uv_timer_init(loop, &c->timer);
@@ -1436,17 +1381,17 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
     atomic_fetch_add_explicit(&p->stats.active, 1, memory_order_relaxed);
     if (uv_accept(server, &c->client.s) != 0) {
         conn_close(c);
-        return;
+        return NULL;
     }
-    p->accept_failing = false;
     fd_take(c, &c->fd_client);
     atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
     c->state = CONN_HEAD;
-    const char *refused = admission(p);
-    if (refused) {
-        conn_refuse(c, refused);
-        return;
-    }
+    return c;
+}
+
+void conn_start(struct conn *c, bool is_unix, bool nodelay_inherited)
+{
+    struct proxy *p = c->px;
     if (!is_unix && !nodelay_inherited)
         uv_tcp_nodelay(&c->client.tcp, 1);
     c->counted = true;
@@ -1457,56 +1402,4 @@ void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
         c->pass = PASS_PROBE;
     conn_arm(c, p->opts.header_ms);
     conn_update_reads(c);
-}
-
-static void on_listener_closed(uv_handle_t *h)
-{
-    struct proxy *p = h->data;
-    p->handles--;
-    proxy_maybe_release(p);
-}
-
-int proxy_start(struct proxy *p)
-{
-    uv_loop_t *loop = &p->loop->uv;
-    int r = p->is_unix ? uv_pipe_init(loop, &p->listener.pipe, 0)
-                       : uv_tcp_init(loop, &p->listener.tcp);
-    if (r != 0) {
-        close(p->listen_fd);
-        p->listen_fd = -1;
-        p->closing = true;
-        proxy_maybe_release(p);
-        return r;
-    }
-    p->listener.handle.data = p;
-    p->handles++;
-    p->listener_open = true;
-    r = p->is_unix ? uv_pipe_open(&p->listener.pipe, p->listen_fd)
-                   : uv_tcp_open(&p->listener.tcp, p->listen_fd);
-    if (r != 0)
-        close(p->listen_fd);
-    p->listen_fd = -1;
-    if (r == 0)
-        r = uv_listen(&p->listener.stream, 4096, on_connection);
-    atomic_fetch_add_explicit(&proxies_open, 1, memory_order_relaxed);
-    p->counted_open = true;
-    if (r != 0)
-        proxy_stop(p);
-    return r;
-}
-
-void proxy_stop(struct proxy *p)
-{
-    if (p->closing)
-        return;
-    p->closing = true;
-    if (p->counted_open)
-        atomic_fetch_sub_explicit(&proxies_open, 1, memory_order_relaxed);
-    if (p->listener_open) {
-        p->listener_open = false;
-        uv_close(&p->listener.handle, on_listener_closed);
-    }
-    while (p->conns)
-        conn_close(p->conns);
-    proxy_maybe_release(p);
 }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy.h"
+#include "proxy_conn.h"
 
 /*
  * Event texts carry client bytes (a TLS server name in a reason, at least)
@@ -52,6 +52,9 @@ void proxy_event(struct proxy *p, const struct conn *c, const char *type,
     else if (type[0] == 'e')
         atomic_fetch_add_explicit(&p->stats.errors, 1, memory_order_relaxed);
 
+    static const struct conn none; /* an event of the proxy, not a request */
+    if (!c)
+        c = &none;
     struct proxy_event ev, *e = &ev;
     e->next = NULL;
     copy_text(e->type, sizeof e->type, type);

@@ -1,6 +1,9 @@
 /*
- * proxy_listen.c - the proxy's listening socket, made on the Lua thread with
- * plain system calls so that every failure is reported by proxy() itself.
+ * proxy_listen.c - the proxy's listener: its socket, made on the Lua thread
+ * with plain system calls so that every failure is reported by proxy()
+ * itself, and on the loop's thread its handle (start, stop) and the
+ * admission of each client it accepts (max_connections and the process's
+ * descriptor pool) before proxy_conn.c reads a byte.
  *
  * A unix socket is created 0600 (fchmod before bind: Linux takes the file's
  * mode from the socket's inode), under a temporary name in the same
@@ -325,4 +328,139 @@ int proxy_listen_tcp(struct proxy *p, const struct sockaddr_storage *addr,
         snprintf(p->address, sizeof p->address, "%s:%d", text, p->port);
     }
     return 0;
+}
+
+void proxy_maybe_release(struct proxy *p)
+{
+    if (p->closing && p->handles == 0)
+        proxy_unref(p); /* the loop's reference */
+}
+
+/* Proxies open in the process: the pool's rules are for sharing, and a
+ * proxy alone in its process keeps every descriptor its limit allows. */
+static atomic_int proxies_open;
+
+bool proxy_pool_shared(void)
+{
+    return atomic_load_explicit(&proxies_open, memory_order_relaxed) > 1;
+}
+
+/* ---- accepting (on the loop's thread) ---- */
+
+/*
+ * Why a new client of p must be refused (NULL: it is admitted). Each
+ * client may take two descriptors (its own and the upstream's): p stays
+ * within max_connections and, when it shares the process with other
+ * proxies, they all stay within the process's pool and no one proxy takes
+ * more than half of it, so a flooded session leaves the others room to
+ * accept and dial.
+ */
+static const char *admission(struct proxy *p)
+{
+    long usable = atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed);
+    if (p->nclients >= p->opts.max_connections)
+        return "too many connections (this proxy's max_connections)";
+    if (!proxy_pool_shared())
+        return NULL;
+    if (atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) + 2 >
+        usable)
+        return "the descriptors the process keeps for proxies are in use";
+    if ((long)p->fds + 2 > usable / 2)
+        return "this proxy holds half of the process's descriptors for proxies";
+    return NULL;
+}
+
+/* accept() itself failed. libuv has then already used its reserve
+ * descriptor (closed it, accepted and closed every waiting client, opened
+ * it again), so the listener does not spin; the owner hears of it once
+ * per run of failures. */
+static void accept_failed(struct proxy *p, int status)
+{
+    if (p->accept_failing)
+        return;
+    p->accept_failing = true;
+    char reason[160];
+    snprintf(reason, sizeof reason,
+             "accept failed (%s): clients are closed unanswered until "
+             "descriptors are free",
+             uv_strerror(status));
+    proxy_event(p, NULL, "error", "too_many", 503, reason);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct proxy *p = server->data;
+    if (p->closing)
+        return;
+    if (status < 0) {
+        accept_failed(p, status);
+        return;
+    }
+    proxy_accept(p, server, p->is_unix, p->nodelay_inherited);
+}
+
+void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,
+                  bool nodelay_inherited)
+{
+    struct conn *c = conn_accept(p, server, is_unix);
+    if (!c)
+        return;
+    p->accept_failing = false;
+    const char *refused = admission(p);
+    if (refused)
+        conn_refuse(c, refused);
+    else
+        conn_start(c, is_unix, nodelay_inherited);
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    struct proxy *p = h->data;
+    p->handles--;
+    proxy_maybe_release(p);
+}
+
+int proxy_start(struct proxy *p)
+{
+    uv_loop_t *loop = &p->loop->uv;
+    int r = p->is_unix ? uv_pipe_init(loop, &p->listener.pipe, 0)
+                       : uv_tcp_init(loop, &p->listener.tcp);
+    if (r != 0) {
+        close(p->listen_fd);
+        p->listen_fd = -1;
+        p->closing = true;
+        proxy_maybe_release(p);
+        return r;
+    }
+    p->listener.handle.data = p;
+    p->handles++;
+    p->listener_open = true;
+    r = p->is_unix ? uv_pipe_open(&p->listener.pipe, p->listen_fd)
+                   : uv_tcp_open(&p->listener.tcp, p->listen_fd);
+    if (r != 0)
+        close(p->listen_fd);
+    p->listen_fd = -1;
+    if (r == 0)
+        r = uv_listen(&p->listener.stream, BACKLOG, on_connection);
+    atomic_fetch_add_explicit(&proxies_open, 1, memory_order_relaxed);
+    p->counted_open = true;
+    if (r != 0)
+        proxy_stop(p);
+    return r;
+}
+
+void proxy_stop(struct proxy *p)
+{
+    if (p->closing)
+        return;
+    p->closing = true;
+    if (p->counted_open)
+        atomic_fetch_sub_explicit(&proxies_open, 1, memory_order_relaxed);
+    if (p->listener_open) {
+        p->listener_open = false;
+        uv_close(&p->listener.handle, on_listener_closed);
+    }
+    while (p->conns)
+        conn_close(p->conns);
+    proxy_maybe_release(p);
 }

@@ -13,8 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hostpat_lua.h"
 #include "isolation.h"
-#include "launch.h"
+#include "msg.h"
 #include "proxy.h"
 #include "strarg.h"
 
@@ -65,10 +66,7 @@ static struct proxy *check_open(lua_State *L)
  */
 static int push_bad(lua_State *L, int idx, const char *what)
 {
-    idx = lua_absindex(L, idx);
-    launch_push_got(L, idx);
-    lua_pushfstring(L, "isolation: %s (got %s)", what, lua_tostring(L, -1));
-    lua_remove(L, -2);
+    msg_pushf_got(L, idx, "isolation: %s", what);
     return -1;
 }
 
@@ -350,9 +348,8 @@ static int open_audit(lua_State *L, struct proxy *p, char *err, size_t errcap)
         if (lua_gettop(L) > top + 2) {
             snprintf(err, errcap, "%s", lua_tostring(L, -1));
         } else {
-            launch_push_got(L, bad_idx);
-            snprintf(err, errcap, "isolation: %s (got %s)", bad,
-                     lua_tostring(L, -1));
+            snprintf(err, errcap, "%s",
+                     msg_pushf_got(L, bad_idx, "isolation: %s", bad));
         }
         lua_settop(L, top);
         return -1;
@@ -455,9 +452,7 @@ static int proxy_new(lua_State *L)
         free_opts(&o);
         lua_pushnil(L);
         if (bad_got) {
-            launch_push_got(L, bad_got);
-            lua_pushfstring(L, "%s (got %s)", bad, lua_tostring(L, -1));
-            lua_remove(L, -2);
+            msg_pushf_got(L, bad_got, "%s", bad);
         } else {
             lua_pushstring(L, bad);
         }
@@ -601,12 +596,10 @@ static int proxy_set_allow(lua_State *L)
     if (!lua_istable(L, 2)) {
         /* A wrong type raises (as the API allows), but named: called as
          * p.set_allow(p, x), luaL_checktype would say "to '?'". */
-        launch_push_got(L, 2);
-        return luaL_error(
-            L,
-            "isolation: proxy:set_allow: patterns must be an array "
-            "of host patterns (got %s)",
-            lua_tostring(L, -1));
+        return luaL_error(L, "%s",
+                          msg_pushf_got(L, 2,
+                                        "isolation: proxy:set_allow: patterns "
+                                        "must be an array of host patterns"));
     }
     char err[512];
     hostpat_list *list = hostpat_from_lua(L, 2, "allow", err, sizeof err);

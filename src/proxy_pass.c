@@ -34,7 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proxy.h"
+#include "proxy_conn.h"
 
 /* Room for a few more descriptors than may be kept, so that a handover
  * with too many is seen as such (the kernel closes what does not fit, and

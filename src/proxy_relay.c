@@ -1,10 +1,11 @@
 /*
- * proxy_relay.c - moving bytes between a client and its upstream.
+ * proxy_relay.c - moving bytes between a client and its upstream; it
+ * decides nothing (proxy_decide.c did, before the first byte).
  *
- * A read lands in a 64 KiB buffer taken from the loop's pool when the read
- * happens (an idle tunnel holds no buffer). The buffer is written straight
- * to the other side, first with uv_try_write; whatever the socket does not
- * take at once is queued from the same buffer, and the side it came from
+ * A read lands in a buffer taken from the loop's pool when the read
+ * happens (proxy_buf.c: an idle tunnel holds no buffer). The buffer is written
+ * straight to the other side, first with uv_try_write; whatever the socket does
+ * not take at once is queued from the same buffer, and the side it came from
  * stops reading until the write completes: one buffer per direction at
  * most, whatever the peers do. A side that ends is shut down on the other
  * side (half-close); the connection closes when both directions are done.
@@ -13,85 +14,9 @@
  * directions so that the client connection and the upstream connection can
  * carry the next request.
  */
-#include <stdlib.h>
 #include <string.h>
 
-#include "proxy.h"
-
-struct relay_buf *relay_buf_get(struct proxy_loop *loop)
-{
-    struct relay_buf *b = loop->pool;
-    if (b) {
-        loop->pool = b->next_free;
-        loop->npool--;
-    } else {
-        b = malloc(sizeof *b + RELAY_BUF_SIZE);
-        if (!b)
-            return NULL;
-        b->cap = RELAY_BUF_SIZE;
-    }
-    b->len = 0;
-    return b;
-}
-
-struct relay_buf *relay_buf_big(struct proxy_loop *loop)
-{
-    struct relay_buf *b = loop->bigpool;
-    if (b) {
-        loop->bigpool = b->next_free;
-        loop->nbig--;
-    } else {
-        b = malloc(sizeof *b + RELAY_BIG_SIZE);
-        if (!b)
-            return NULL;
-        b->cap = RELAY_BIG_SIZE;
-    }
-    b->len = 0;
-    return b;
-}
-
-struct relay_buf *relay_buf_sized(size_t cap)
-{
-    struct relay_buf *b = malloc(sizeof *b + cap);
-    if (!b)
-        return NULL;
-    b->cap = (uint32_t)cap;
-    b->len = 0;
-    return b;
-}
-
-void relay_buf_put(struct proxy_loop *loop, struct relay_buf *b)
-{
-    if (b->cap == RELAY_BUF_SIZE && loop->npool < RELAY_POOL_MAX) {
-        b->next_free = loop->pool;
-        loop->pool = b;
-        loop->npool++;
-        return;
-    }
-    if (b->cap == RELAY_BIG_SIZE && loop->nbig < RELAY_BIG_POOL_MAX) {
-        b->next_free = loop->bigpool;
-        loop->bigpool = b;
-        loop->nbig++;
-        return;
-    }
-    free(b);
-}
-
-void relay_pool_free(struct proxy_loop *loop)
-{
-    while (loop->pool) {
-        struct relay_buf *b = loop->pool;
-        loop->pool = b->next_free;
-        free(b);
-    }
-    loop->npool = 0;
-    while (loop->bigpool) {
-        struct relay_buf *b = loop->bigpool;
-        loop->bigpool = b->next_free;
-        free(b);
-    }
-    loop->nbig = 0;
-}
+#include "proxy_conn.h"
 
 static void relay_shutdown(struct conn *c, int d);
 
@@ -137,7 +62,7 @@ int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
         return 0;
     }
     c->req_bytes[d] += len;
-    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up : &c->client.s;
+    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up.tcp : &c->client.s;
     if (c->dir[d].pending == 0) {
         uv_buf_t b = uv_buf_init(rb->data + off, (unsigned)len);
         int n = uv_try_write(dst, &b, 1);
@@ -197,126 +122,10 @@ static void on_shutdown(uv_shutdown_t *req, int status)
  * used for the client's own shutdown outside tunnels). */
 static void relay_shutdown(struct conn *c, int d)
 {
-    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up : &c->client.s;
+    uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up.tcp : &c->client.s;
     c->shut_req[d].data = c;
     if (uv_shutdown(&c->shut_req[d], dst, on_shutdown) != 0)
         conn_close(c);
-}
-
-/* ---- tunnels: the SNI check ---- */
-
-/* 1: relay, 0: wait for more, -1: refused (connection closed). */
-static int sni_decide(struct conn *c)
-{
-    struct relay_buf *b = c->sni;
-    char name[HOST_NAME_CAP + 1];
-    enum tls_sni r =
-        tls_hello_sni((const uint8_t *)b->data, b->len, name, sizeof name);
-    const char *why = NULL, *code = "tls_malformed";
-    char reason[2 * HOST_NAME_CAP + 96];
-    switch (r) {
-    case TLS_SNI_NEED_MORE:
-        if (b->len < TLS_HELLO_MAX)
-            return 0;
-        why = "TLS ClientHello larger than the proxy reads";
-        break;
-    case TLS_SNI_FOUND: {
-        char norm[HOST_NAME_CAP];
-        enum host_kind k =
-            host_parse(name, strlen(name), norm, sizeof norm, NULL);
-        if (c->kind != HOST_NAME) {
-            snprintf(reason, sizeof reason,
-                     "TLS server name \"%.*s\" in a tunnel to the IP "
-                     "address %s",
-                     HOST_NAME_CAP / 2, name, c->host);
-            why = reason;
-            code = "sni_mismatch";
-        } else if (k != HOST_NAME || strcmp(norm, c->host) != 0) {
-            snprintf(reason, sizeof reason,
-                     "TLS server name \"%.*s\" does not match the CONNECT "
-                     "host %s",
-                     HOST_NAME_CAP / 2, name, c->host);
-            why = reason;
-            code = "sni_mismatch";
-        }
-        break;
-    }
-    case TLS_SNI_MALFORMED:
-        /* Refused: a hello the reader cannot parse might be one the
-         * server parses differently. */
-        why = "malformed TLS ClientHello";
-        break;
-    case TLS_SNI_ABSENT:
-    case TLS_SNI_NOT_TLS:
-        break;
-    }
-    if (why) {
-        conn_event(c, "deny", code, 403, why);
-        conn_close(c);
-        return -1;
-    }
-    c->sni_wait = false;
-    struct relay_buf *first = c->sni;
-    c->sni = NULL;
-    if (relay_send(c, DIR_UP, first, 0, first->len) < 0) {
-        conn_close(c);
-        return -1;
-    }
-    return 1;
-}
-
-/* Feeds client bytes to the SNI check; forwards them once it passes. */
-static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off, size_t n)
-{
-    struct relay_buf *b = c->sni;
-    size_t room = TLS_HELLO_MAX + 1 - b->len;
-    size_t take = n < room ? n : room;
-    memcpy(b->data + b->len, rb->data + off, take);
-    b->len += (uint32_t)take;
-    int r = sni_decide(c);
-    if (r == 1 && n > take) {
-        if (relay_send(c, DIR_UP, rb, off + take, n - take) < 0)
-            conn_close(c);
-        return;
-    }
-    relay_buf_put(c->px->loop, rb);
-}
-
-void relay_tunnel_begin(struct conn *c)
-{
-    struct proxy_loop *loop = c->px->loop;
-    const char *early = c->head;
-    size_t n = c->head_len;
-    if (c->px->opts.sni_match) {
-        c->sni = relay_buf_get(loop);
-        if (!c->sni) {
-            conn_close(c);
-            return;
-        }
-        c->sni_wait = true;
-        c->deadline = uv_now(&loop->uv) + c->px->opts.header_ms;
-        conn_arm(c, c->px->opts.header_ms < c->px->opts.idle_ms
-                        ? c->px->opts.header_ms
-                        : c->px->opts.idle_ms);
-        c->deadline = uv_now(&loop->uv) + c->px->opts.header_ms;
-        if (n > 0) {
-            struct relay_buf *rb = relay_buf_get(loop);
-            if (!rb) {
-                conn_close(c);
-                return;
-            }
-            memcpy(rb->data, early, n);
-            sni_feed(c, rb, 0, n);
-        }
-    } else if (n > 0) {
-        if (relay_send_copy(c, DIR_UP, early, n) < 0) {
-            conn_close(c);
-            return;
-        }
-    }
-    if (c->closing)
-        return;
-    conn_head_free(c);
 }
 
 /* ---- data ---- */
@@ -352,9 +161,7 @@ void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n)
 {
     count(&c->px->stats.bytes_up, n);
     if (c->state == CONN_TUNNEL) {
-        if (c->sni_wait)
-            sni_feed(c, rb, 0, n);
-        else if (relay_send(c, DIR_UP, rb, 0, n) < 0)
+        if (relay_send(c, DIR_UP, rb, 0, n) < 0)
             conn_close(c);
         return;
     }
@@ -362,15 +169,15 @@ void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n)
         relay_buf_put(c->px->loop, rb);
         return;
     }
-    if (c->req_done) {
+    if (c->fwd.req_done) {
         conn_carry(c, rb->data, n);
         relay_buf_put(c->px->loop, rb);
         conn_update_reads(c);
         return;
     }
     bool done = false;
-    ssize_t nb =
-        frame(c->req_body, &c->req_left, &c->req_chunk, rb->data, n, &done);
+    ssize_t nb = frame(c->fwd.req_body, &c->fwd.req_left, &c->fwd.req_chunk,
+                       rb->data, n, &done);
     if (nb < 0) {
         relay_buf_put(c->px->loop, rb);
         conn_fail(c, 400, "deny", "bad_request",
@@ -379,40 +186,40 @@ void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n)
     }
     if ((size_t)nb < n)
         conn_carry(c, rb->data + nb, n - (size_t)nb);
-    c->req_done = done;
+    c->fwd.req_done = done;
     if (relay_send(c, DIR_UP, rb, 0, (size_t)nb) < 0) {
         conn_close(c);
         return;
     }
-    if (c->req_done && c->res_done)
+    if (c->fwd.req_done && c->fwd.res_done)
         conn_forward_done(c);
     else
         conn_update_reads(c);
 }
 
-/* A response head has been parsed from c->res: pass it on with the body
+/* A response head has been parsed from c->fwd.res: pass it on with the body
  * bytes that followed it. */
 static void response_head(struct conn *c, const struct http_response *res,
                           size_t head_len)
 {
-    struct relay_buf *b = c->res;
-    c->res = NULL;
-    c->res_head_done = true;
-    c->res_status = res->status;
-    c->res_body = (uint8_t)res->body;
-    c->res_left = res->content_length;
-    http_chunked_init(&c->res_chunk);
-    c->up_reusable = res->keep_alive && res->body != BODY_UNTIL_CLOSE;
+    struct relay_buf *b = c->fwd.res;
+    c->fwd.res = NULL;
+    c->fwd.res_head_done = true;
+    c->fwd.res_status = res->status;
+    c->fwd.res_body = (uint8_t)res->body;
+    c->fwd.res_left = res->content_length;
+    http_chunked_init(&c->fwd.res_chunk);
+    c->up.reusable = res->keep_alive && res->body != BODY_UNTIL_CLOSE;
     if (res->body == BODY_UNTIL_CLOSE)
-        c->close_after = true;
+        c->fwd.close_after = true;
     conn_admit(c, 2); /* its event comes when the response is relayed */
     size_t rest = b->len - head_len;
     bool done = res->body == BODY_NONE ||
                 (res->body == BODY_LENGTH && res->content_length == 0);
     ssize_t nb = 0;
     if (!done && rest > 0) {
-        nb = frame(c->res_body, &c->res_left, &c->res_chunk, b->data + head_len,
-                   rest, &done);
+        nb = frame(c->fwd.res_body, &c->fwd.res_left, &c->fwd.res_chunk,
+                   b->data + head_len, rest, &done);
         if (nb < 0) {
             relay_buf_put(c->px->loop, b);
             conn_close(c);
@@ -420,41 +227,42 @@ static void response_head(struct conn *c, const struct http_response *res,
         }
     }
     if ((size_t)nb < rest)
-        c->up_reusable = false; /* bytes beyond the response */
-    c->res_done = done;
+        c->up.reusable = false; /* bytes beyond the response */
+    c->fwd.res_done = done;
     if (relay_send(c, DIR_DOWN, b, 0, head_len + (size_t)nb) < 0) {
         conn_close(c);
         return;
     }
-    if (c->res_done && c->req_done)
+    if (c->fwd.res_done && c->fwd.req_done)
         conn_forward_done(c);
 }
 
 static void response_data(struct conn *c, struct relay_buf *rb, size_t n)
 {
-    if (c->res_done) {
-        c->up_reusable = false;
+    if (c->fwd.res_done) {
+        c->up.reusable = false;
         relay_buf_put(c->px->loop, rb);
         return;
     }
-    if (!c->res_head_done) {
-        if (!c->res) {
-            c->res = rb;
+    if (!c->fwd.res_head_done) {
+        if (!c->fwd.res) {
+            c->fwd.res = rb;
             rb->len = (uint32_t)n;
         } else {
-            size_t room = c->res->cap - c->res->len;
+            size_t room = c->fwd.res->cap - c->fwd.res->len;
             size_t take = n < room ? n : room;
-            memcpy(c->res->data + c->res->len, rb->data, take);
-            c->res->len += (uint32_t)take;
+            memcpy(c->fwd.res->data + c->fwd.res->len, rb->data, take);
+            c->fwd.res->len += (uint32_t)take;
             relay_buf_put(c->px->loop, rb);
         }
         for (;;) {
             struct http_response res;
             const char *why = NULL;
-            int r = http_parse_response(c->res->data, c->res->len, c->res->cap,
-                                        c->head_req, &res, &why);
+            int r = http_parse_response(c->fwd.res->data, c->fwd.res->len,
+                                        c->fwd.res->cap, c->fwd.head_req, &res,
+                                        &why);
             if (r == 0) {
-                if (c->res->len >= c->res->cap)
+                if (c->fwd.res->len >= c->fwd.res->cap)
                     conn_fail(c, 502, "error", "bad_response",
                               "upstream response head too large");
                 return;
@@ -466,15 +274,17 @@ static void response_data(struct conn *c, struct relay_buf *rb, size_t n)
             }
             if (res.status >= 100 && res.status < 200 && res.status != 101) {
                 /* Interim response: pass it on, then parse the next. */
-                if (relay_send_copy(c, DIR_DOWN, c->res->data, (size_t)r) < 0) {
+                if (relay_send_copy(c, DIR_DOWN, c->fwd.res->data, (size_t)r) <
+                    0) {
                     conn_close(c);
                     return;
                 }
-                memmove(c->res->data, c->res->data + r, c->res->len - r);
-                c->res->len -= (uint32_t)r;
-                if (c->res->len == 0) {
-                    relay_buf_put(c->px->loop, c->res);
-                    c->res = NULL;
+                memmove(c->fwd.res->data, c->fwd.res->data + r,
+                        c->fwd.res->len - r);
+                c->fwd.res->len -= (uint32_t)r;
+                if (c->fwd.res->len == 0) {
+                    relay_buf_put(c->px->loop, c->fwd.res);
+                    c->fwd.res = NULL;
                     return;
                 }
                 continue;
@@ -484,21 +294,21 @@ static void response_data(struct conn *c, struct relay_buf *rb, size_t n)
         }
     }
     bool done = false;
-    ssize_t nb =
-        frame(c->res_body, &c->res_left, &c->res_chunk, rb->data, n, &done);
+    ssize_t nb = frame(c->fwd.res_body, &c->fwd.res_left, &c->fwd.res_chunk,
+                       rb->data, n, &done);
     if (nb < 0) {
         relay_buf_put(c->px->loop, rb);
         conn_close(c);
         return;
     }
     if ((size_t)nb < n)
-        c->up_reusable = false;
-    c->res_done = done;
+        c->up.reusable = false;
+    c->fwd.res_done = done;
     if (relay_send(c, DIR_DOWN, rb, 0, (size_t)nb) < 0) {
         conn_close(c);
         return;
     }
-    if (c->res_done && c->req_done)
+    if (c->fwd.res_done && c->fwd.req_done)
         conn_forward_done(c);
 }
 
@@ -522,17 +332,6 @@ void relay_eof(struct conn *c, int side)
     int d = side == SIDE_CLIENT ? DIR_UP : DIR_DOWN;
     c->dir[d].eof = true;
     if (c->state == CONN_TUNNEL) {
-        if (side == SIDE_CLIENT && c->sni_wait) {
-            if (c->sni->len > 0) {
-                conn_event(c, "deny", "tls_malformed", 403,
-                           "the client ended inside a TLS ClientHello");
-                conn_close(c);
-                return;
-            }
-            c->sni_wait = false;
-            relay_buf_put(c->px->loop, c->sni);
-            c->sni = NULL;
-        }
         if (tunnel_done(c))
             return;
         if (c->dir[d].pending == 0)
@@ -545,29 +344,29 @@ void relay_eof(struct conn *c, int side)
         return;
     }
     if (side == SIDE_CLIENT) {
-        if (!c->req_done) {
+        if (!c->fwd.req_done) {
             conn_close(c);
             return;
         }
-        c->close_after = true; /* answer, then end */
+        c->fwd.close_after = true; /* answer, then end */
         conn_update_reads(c);
         return;
     }
-    c->up_reusable = false;
-    if (!c->res_head_done) {
+    c->up.reusable = false;
+    if (!c->fwd.res_head_done) {
         conn_fail(c, 502, "error", "upstream_failed",
                   "upstream closed without a response");
         return;
     }
-    if (c->res_body == BODY_UNTIL_CLOSE && !c->res_done) {
-        c->res_done = true;
-        c->close_after = true;
+    if (c->fwd.res_body == BODY_UNTIL_CLOSE && !c->fwd.res_done) {
+        c->fwd.res_done = true;
+        c->fwd.close_after = true;
     }
-    if (!c->res_done) {
+    if (!c->fwd.res_done) {
         conn_close(c); /* truncated: the client must see it break */
         return;
     }
-    if (c->req_done)
+    if (c->fwd.req_done)
         conn_forward_done(c);
     else
         conn_update_reads(c);

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "httpparse.h"
-#include "proxy.h"
+#include "proxy_conn.h"
 #include "socks5.h"
 
 static void socks_consume(struct conn *c, size_t n)

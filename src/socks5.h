@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hostpat.h"
+#include "hostparse.h"
 
 enum {
     SOCKS5_E_VERSION = -1, /* not version 5 (or 1 for RFC 1929 auth) */

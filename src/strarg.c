@@ -2,7 +2,7 @@
  * strarg.c - strings taken from Lua with their length (see strarg.h).
  */
 #include "strarg.h"
-#include "launch.h"
+#include "msg.h"
 
 #include <string.h>
 
@@ -11,22 +11,17 @@ const char *strarg_get(lua_State *L, int idx, const char *field, size_t *len)
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) != LUA_TSTRING) {
         /* the callers check the type first; this only keeps a slip safe */
-        launch_push_got(L, idx);
-        lua_pushfstring(L, "isolation: %s must be a string (got %s)", field,
-                        lua_tostring(L, -1));
-        lua_remove(L, -2);
+        msg_pushf_got(L, idx, "isolation: %s must be a string", field);
         return NULL;
     }
     size_t n;
     const char *s = lua_tolstring(L, idx, &n);
     const char *nul = memchr(s, '\0', n);
     if (nul) {
-        launch_push_got(L, idx);
-        lua_pushfstring(L,
-                        "isolation: %s must not contain a NUL byte, found at "
-                        "byte %I (got %s)",
-                        field, (LUAI_UACINT)(nul - s + 1), lua_tostring(L, -1));
-        lua_remove(L, -2);
+        msg_pushf_got(L, idx,
+                      "isolation: %s must not contain a NUL byte, found at "
+                      "byte %I",
+                      field, (LUAI_UACINT)(nul - s + 1));
         return NULL;
     }
     if (len)

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "isolation.h"
 #include "launch.h"
+#include "msg.h"
 #include "strarg.h"
 
 #include <stdbool.h>
@@ -20,23 +21,14 @@
 
 static const char *const kinds[] = {"local", "ssh", "pct", "sandbox", NULL};
 
-/* Pushes "isolation: <what> (got <the value at idx>)". */
-static void push_bad(lua_State *L, int idx, const char *what)
-{
-    idx = lua_absindex(L, idx);
-    launch_push_got(L, idx);
-    lua_pushfstring(L, "isolation: %s (got %s)", what, lua_tostring(L, -1));
-    lua_remove(L, -2);
-}
-
 /* The target's kind, or NULL with an error message pushed. */
 static const char *target_kind(lua_State *L, int idx)
 {
     int type = lua_type(L, idx);
     if (type != LUA_TSTRING && type != LUA_TTABLE) {
-        push_bad(L, idx,
-                 "target must be \"local\", \"ssh\", \"pct\", \"sandbox\" "
-                 "or a table with kind");
+        msg_pushf_got(L, idx,
+                      "isolation: target must be \"local\", \"ssh\", \"pct\", "
+                      "\"sandbox\" or a table with kind");
         return NULL;
     }
     const char *field = type == LUA_TTABLE ? "target.kind" : "target";
@@ -56,9 +48,10 @@ static const char *target_kind(lua_State *L, int idx)
             return *k;
         }
     }
-    lua_pushfstring(L, "%s must be \"local\", \"ssh\", \"pct\" or \"sandbox\"",
-                    field);
-    push_bad(L, -2, lua_tostring(L, -1));
+    msg_pushf_got(L, -1,
+                  "isolation: %s must be \"local\", \"ssh\", \"pct\" or "
+                  "\"sandbox\"",
+                  field);
     return NULL;
 }
 

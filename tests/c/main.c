@@ -25,6 +25,7 @@ int main(void)
     test_chunked();
     test_tlshello();
     test_socks5();
+    test_hostclass();
     printf("%d passed, %d failed\n", test_passed, test_failed);
     return test_failed ? 1 : 0;
 }

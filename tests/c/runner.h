@@ -27,5 +27,6 @@ void test_response(void);
 void test_chunked(void);
 void test_tlshello(void);
 void test_socks5(void);
+void test_hostclass(void);
 
 #endif

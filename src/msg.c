@@ -1,23 +1,24 @@
 /*
- * launch_describe.c - how a rejected value appears in an error message.
+ * msg.c - how a rejected value appears in an error message.
  * Messages end up in logs and terminals: a value is quoted, control bytes are
  * escaped (a config must not be able to paint the user's terminal), and long
  * text is cut so one message stays one line.
  */
-#include "launch.h"
+#include "msg.h"
 
 #include <lauxlib.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #define QUOTED_CAP 96
 
-void launch_push_quoted(lua_State *L, const char *s, size_t len)
+void msg_push_quoted(lua_State *L, const char *s, size_t len)
 {
-    launch_push_quoted_cap(L, s, len, QUOTED_CAP);
+    msg_push_quoted_cap(L, s, len, QUOTED_CAP);
 }
 
-void launch_push_quoted_cap(lua_State *L, const char *s, size_t len, size_t cap)
+void msg_push_quoted_cap(lua_State *L, const char *s, size_t len, size_t cap)
 {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
@@ -54,14 +55,14 @@ void launch_push_quoted_cap(lua_State *L, const char *s, size_t len, size_t cap)
     luaL_pushresult(&b);
 }
 
-void launch_push_got(lua_State *L, int idx)
+void msg_push_got(lua_State *L, int idx)
 {
     idx = lua_absindex(L, idx);
     switch (lua_type(L, idx)) {
     case LUA_TSTRING: {
         size_t len;
         const char *s = lua_tolstring(L, idx, &len);
-        launch_push_quoted(L, s, len);
+        msg_push_quoted(L, s, len);
         break;
     }
     case LUA_TNUMBER:
@@ -83,30 +84,47 @@ void launch_push_got(lua_State *L, int idx)
     }
 }
 
-void launch_push_display(lua_State *L, const char *s)
+void msg_push_display(lua_State *L, const char *s)
 {
     size_t len = strlen(s);
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c <= 0x20 || c == 0x7f || c == '"' || c == '\\') {
-            launch_push_quoted_cap(L, s, len, len);
+            msg_push_quoted_cap(L, s, len, len);
             return;
         }
     }
     lua_pushlstring(L, s, len);
 }
 
-int launch_fail_got(lua_State *L, int idx, const char *field, const char *what)
+const char *msg_pushf_got(lua_State *L, int idx, const char *fmt, ...)
 {
     idx = lua_absindex(L, idx);
-    launch_push_got(L, idx);
-    lua_pushfstring(L, "isolation: %s %s (got %s)", field, what,
-                    lua_tostring(L, -1));
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    msg_push_got(L, idx);
+    lua_pushfstring(L, "%s (got %s)", lua_tostring(L, -2), lua_tostring(L, -1));
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+    return lua_tostring(L, -1);
+}
+
+int msg_fail_got(lua_State *L, int idx, const char *field, const char *what)
+{
+    msg_pushf_got(L, idx, "isolation: %s %s", field, what);
     return 0;
 }
 
-bool launch_is_absent(lua_State *L, int idx)
+/* JSON null as lua-cjson decodes it: a NULL light userdata. */
+static bool is_json_null(lua_State *L, int idx)
 {
-    return lua_isnoneornil(L, idx) || (lua_type(L, idx) == LUA_TLIGHTUSERDATA &&
-                                       lua_touserdata(L, idx) == NULL);
+    return lua_type(L, idx) == LUA_TLIGHTUSERDATA &&
+           lua_touserdata(L, idx) == NULL;
+}
+
+bool msg_is_absent(lua_State *L, int idx)
+{
+    return lua_isnoneornil(L, idx) || is_json_null(L, idx);
 }
