@@ -95,21 +95,22 @@ format:
 
 # Installs the rock into a temporary tree, from a copy of the sources (the
 # builtin build compiles next to them), and loads it from that tree alone.
-# The rockspec must list exactly the C files the Makefile builds.
+# The rockspec must list exactly the C files the Makefile builds and the
+# Lua modules in lua/isolation/.
 # luv and lua-cjson, which the rockspec depends on, are Debian's packages
 # here (lua-luv, lua-cjson), not rocks: a temporary luarocks config declares
 # them provided (rocks_provided, at Debian's versions), so that the install
 # works offline and still resolves the rockspec's dependencies by name.
 # Then, from an empty directory and with no LUA_PATH/LUA_CPATH but the
-# tree's (and the system's defaults), isolation and its three Lua modules
-# load from the tree, and the installed `isolate --version` runs.
+# tree's (and the system's defaults), isolation and its Lua modules load
+# from the tree, and the installed `isolate --version` runs.
 ROCK_ENV = env -u LUA_INIT -u LUA_INIT_5_4 -u LUA_PATH -u LUA_PATH_5_4 -u LUA_CPATH -u LUA_CPATH_5_4
 ROCK_LOAD = local tree, checkout = os.getenv("TREE"), os.getenv("CHECKOUT"); \
   for p in (package.path .. ";" .. package.cpath):gmatch("[^;]+") do \
     assert(not p:find(checkout, 1, true), "the checkout is on the path: " .. p) end; \
   local i = require("isolation"); \
   assert(package.searchpath("isolation", package.cpath):find(tree, 1, true), "isolation is not from the tree"); \
-  for _, m in ipairs({"policy", "preflight", "protect", "scheduler", "session"}) do require("isolation." .. m); \
+  for _, m in ipairs({"json", "policy", "preflight", "protect", "scheduler", "session"}) do require("isolation." .. m); \
     assert(package.searchpath("isolation." .. m, package.path):find(tree, 1, true), m .. " is not from the tree") end; \
   assert(i.BRIDGE and i.BRIDGE:find(tree, 1, true), "BRIDGE is not in the tree"); \
   print("rockcheck: isolation " .. i.version .. " and isolation.session (luv " .. require("luv").version_string() \
@@ -118,6 +119,9 @@ ROCK_LOAD = local tree, checkout = os.getenv("TREE"), os.getenv("CHECKOUT"); \
 rockcheck: deps all
 	@want=$$(ls src/*.c | sort); have=$$(grep -o 'src/[a-z0-9_]*\.c' isolation-scm-1.rockspec | sort); \
 	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from src/*.c:"; \
+	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
+	@want=$$(ls lua/isolation/*.lua | sort); have=$$(grep -o 'lua/isolation/[a-z0-9_]*\.lua' isolation-scm-1.rockspec | sort); \
+	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's Lua modules differ from lua/isolation/*.lua:"; \
 	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	luv=$$(dpkg-query -W -f='$${Version}' lua-luv | sed 's/[-+~].*//') && \

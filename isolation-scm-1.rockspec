@@ -38,6 +38,7 @@ build = {
       libraries = { "uv", "pthread" },
     },
     ["isolation.limits"] = "lua/isolation/limits.lua",
+    ["isolation.json"] = "lua/isolation/json.lua",
     ["isolation.policy"] = "lua/isolation/policy.lua",
     ["isolation.preflight"] = "lua/isolation/preflight.lua",
     ["isolation.protect"] = "lua/isolation/protect.lua",
