@@ -37,6 +37,7 @@ build = {
       libdirs = { "$(LIBUV_LIBDIR)" },
       libraries = { "uv", "pthread" },
     },
+    ["isolation.cli"] = "lua/isolation/cli.lua",
     ["isolation.limits"] = "lua/isolation/limits.lua",
     ["isolation.json"] = "lua/isolation/json.lua",
     ["isolation.policy"] = "lua/isolation/policy.lua",
