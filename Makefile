@@ -17,7 +17,11 @@ CFLAGS    ?= -O2 -g
 # uv.h needs POSIX declarations that -std=c11 alone hides.
 CSTD       = -std=c11 -D_GNU_SOURCE
 WARN       = -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -I$(LUA_INC) -Isrc $(EXTRA_CFLAGS)
+# Hidden by default: the module exports luaopen_isolation alone (marked in
+# src/isolation.c), so that none of its internal functions can collide with
+# another library's in the process or be called from outside it.
+VISIBILITY = -fvisibility=hidden
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC $(VISIBILITY) -I$(LUA_INC) -Isrc $(EXTRA_CFLAGS)
 # Not linked against liblua: the interpreter provides it. libuv is linked
 # because Lua loads luv with RTLD_LOCAL, so luv's copy is not visible to us.
 LIBS       = -luv -lpthread
@@ -40,7 +44,7 @@ ALL_TARGETS = $(BUILD)/isolation.so
 TEST_STEPS  =
 
 .DEFAULT_GOAL := all
-.PHONY: all deps test spec spec-asan lint format clean rockcheck
+.PHONY: all deps exports test spec spec-asan lint format clean rockcheck
 
 -include mk/*.mk
 
@@ -58,13 +62,14 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-$(BUILD)/obj/%.o: src/%.c src/*.h | $(BUILD)/obj
+# The Makefile too: a change of the flags above rebuilds every object.
+$(BUILD)/obj/%.o: src/%.c src/*.h Makefile | $(BUILD)/obj
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/isolation.so: $(MODULE_OBJ)
 	$(CC) -shared -o $@ $^ $(LIBS)
 
-$(BUILD)/asan/obj/%.o: src/%.c src/*.h | $(BUILD)/asan/obj
+$(BUILD)/asan/obj/%.o: src/%.c src/*.h Makefile | $(BUILD)/asan/obj
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
 
 $(BUILD)/asan/isolation.so: $(ASAN_OBJ)
@@ -72,6 +77,14 @@ $(BUILD)/asan/isolation.so: $(ASAN_OBJ)
 
 $(BUILD)/obj $(BUILD)/asan/obj:
 	mkdir -p $@
+
+# Only luaopen_isolation may be exported: anything else in the dynamic
+# symbol table means a function lost its hidden visibility.
+exports: $(BUILD)/isolation.so
+	@syms=$$(nm -D --defined-only $< | awk '{ print $$3 }'); \
+	if [ "$$syms" != luaopen_isolation ]; then \
+	  echo "exports: $< exports more than luaopen_isolation:" $$syms >&2; exit 1; fi; \
+	echo "exports: $< exports luaopen_isolation only"
 
 # The specs, with the normal build.
 spec: deps all
@@ -142,7 +155,7 @@ rockcheck: deps all
 	case "$$out" in "isolate "*"(module $$tmp/tree/"*) echo "rockcheck: installed $$out" ;; \
 	  *) echo "rockcheck: the installed isolate --version says: $$out"; exit 1 ;; esac
 
-test: deps all spec spec-asan lint rockcheck $(TEST_STEPS)
+test: deps all exports spec spec-asan lint rockcheck $(TEST_STEPS)
 	@echo "make test: all steps passed"
 
 clean:
