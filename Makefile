@@ -22,11 +22,14 @@ WARN       = -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-protot
 # another library's in the process or be called from outside it.
 VISIBILITY = -fvisibility=hidden
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC $(VISIBILITY) -I$(LUA_INC) -Isrc $(EXTRA_CFLAGS)
+# Each object's header dependencies, as the compiler saw them (build/**/*.d):
+# a header change rebuilds the objects that include it, and only those.
+DEPFLAGS   = -MMD -MP
 # Not linked against liblua: the interpreter provides it. libuv is linked
 # because Lua loads luv with RTLD_LOCAL, so luv's copy is not visible to us.
 LIBS       = -luv -lpthread
 
-MODULE_SRC = $(wildcard src/*.c)
+MODULE_SRC = $(wildcard src/*.c src/*/*.c)
 MODULE_OBJ = $(MODULE_SRC:src/%.c=$(BUILD)/obj/%.o)
 ASAN_OBJ   = $(MODULE_SRC:src/%.c=$(BUILD)/asan/obj/%.o)
 SAN_FLAGS  = -fsanitize=address,undefined -fno-sanitize-recover=all \
@@ -63,20 +66,24 @@ deps:
 	fi
 
 # The Makefile too: a change of the flags above rebuilds every object.
-$(BUILD)/obj/%.o: src/%.c src/*.h Makefile | $(BUILD)/obj
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+$(BUILD)/obj/%.o: src/%.c Makefile
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c -o $@ $<
 
 $(BUILD)/isolation.so: $(MODULE_OBJ)
 	$(CC) -shared -o $@ $^ $(LIBS)
 
-$(BUILD)/asan/obj/%.o: src/%.c src/*.h Makefile | $(BUILD)/asan/obj
-	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
+$(BUILD)/asan/obj/%.o: src/%.c Makefile
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c -o $@ $<
 
 $(BUILD)/asan/isolation.so: $(ASAN_OBJ)
 	$(CC) -shared $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/obj $(BUILD)/asan/obj:
 	mkdir -p $@
+
+-include $(MODULE_OBJ:.o=.d) $(ASAN_OBJ:.o=.d)
 
 # Only luaopen_isolation may be exported: anything else in the dynamic
 # symbol table means a function lost its hidden visibility.
@@ -99,12 +106,14 @@ spec-asan: deps all $(BUILD)/asan/isolation.so
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	LD_PRELOAD='$(ASAN_RT)' $(BUSTED) spec
 
+C_FORMAT = $(wildcard src/*.c src/*.h src/*/*.c src/*/*.h bridge/*.c fuzz/*.c bench/*.c)
+
 lint: deps
 	luacheck -q lua spec $(wildcard examples bench) bin/isolate
-	clang-format --dry-run -Werror src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c bench/*.c)
+	clang-format --dry-run -Werror $(C_FORMAT)
 
 format:
-	clang-format -i src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c bench/*.c)
+	clang-format -i $(C_FORMAT)
 
 # Installs the rock into a temporary tree, from a copy of the sources (the
 # builtin build compiles next to them), and loads it from that tree alone.
@@ -130,8 +139,8 @@ ROCK_LOAD = local tree, checkout = os.getenv("TREE"), os.getenv("CHECKOUT"); \
     .. ", cjson " .. require("cjson")._VERSION .. ") load from the installed tree, BRIDGE " .. i.BRIDGE)
 
 rockcheck: deps all
-	@want=$$(ls src/*.c | sort); have=$$(grep -o 'src/[a-z0-9_]*\.c' isolation-scm-1.rockspec | sort); \
-	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from src/*.c:"; \
+	@want=$$(printf '%s\n' $(MODULE_SRC) | sort); have=$$(grep -o 'src/[a-z0-9_/]*\.c' isolation-scm-1.rockspec | sort); \
+	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from the Makefile's:"; \
 	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
 	@want=$$(ls lua/isolation/*.lua | sort); have=$$(grep -o 'lua/isolation/[a-z0-9_]*\.lua' isolation-scm-1.rockspec | sort); \
 	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's Lua modules differ from lua/isolation/*.lua:"; \
