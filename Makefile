@@ -1,7 +1,10 @@
 # isolation - build, test, lint. `make test` is what CI runs; on a fresh
 # Debian 12 machine (as root) it first installs the packages it needs.
 #
-#   make            build build/isolation.so (and what mk/*.mk adds)
+#   make            build build/isolation.so (and what mk/*.mk adds); it
+#                   installs nothing: a missing header names `make deps`
+#   make deps       install the Debian packages (as root); test, spec, demo,
+#                   lint and rockcheck run it first
 #   make test       everything CI checks: specs, specs again under ASan+UBSan,
 #                   luacheck, clang-format, a luarocks install into a temp tree
 #   make lint       luacheck and clang-format --dry-run -Werror
@@ -47,11 +50,11 @@ ALL_TARGETS = $(BUILD)/isolation.so
 TEST_STEPS  =
 
 .DEFAULT_GOAL := all
-.PHONY: all deps exports test spec spec-asan lint format clean rockcheck
+.PHONY: all deps check-headers exports test spec spec-asan lint format clean rockcheck
 
 -include mk/*.mk
 
-all: deps $(ALL_TARGETS)
+all: $(ALL_TARGETS)
 
 deps:
 	@missing=$$(for p in $(DEBS) $(EXTRA_DEBS); do \
@@ -65,15 +68,27 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
+# `make` does not install packages behind one's back (that needs root and
+# the network, and changes the machine): before the first compile, the two
+# headers every object needs are looked for the way the compiler will, and
+# a missing one stops the build with the step that installs them.
+BUILD_HEADERS = lua.h uv.h
+check-headers:
+	@for h in $(BUILD_HEADERS); do \
+	  printf '#include <%s>\n' "$$h" | $(CC) $(ALL_CFLAGS) -E -x c - -o /dev/null 2>/dev/null || { \
+	    echo "make: <$$h> is not found (LUA_INC=$(LUA_INC)): \`make deps\` installs the Debian packages" \
+	      "the build needs (as root; it also runs first in make test, spec and demo)" >&2; exit 1; }; \
+	done
+
 # The Makefile too: a change of the flags above rebuilds every object.
-$(BUILD)/obj/%.o: src/%.c Makefile
+$(BUILD)/obj/%.o: src/%.c Makefile | check-headers
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c -o $@ $<
 
 $(BUILD)/isolation.so: $(MODULE_OBJ)
 	$(CC) -shared -o $@ $^ $(LIBS)
 
-$(BUILD)/asan/obj/%.o: src/%.c Makefile
+$(BUILD)/asan/obj/%.o: src/%.c Makefile | check-headers
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c -o $@ $<
 
