@@ -634,7 +634,7 @@ function Manager:_teardown(s, reason)
   return true
 end
 
---- Launches a session (see API.md). Returns the session, or nil, err with
+--- Launches a session (docs/policy-and-sessions.md). Returns the session, or nil, err with
 --- nothing left running: no proxy, no socket file, no process.
 function Manager:launch(req)
   if type(req) ~= "table" then
