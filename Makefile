@@ -1,7 +1,10 @@
 # isolation - build, test, lint. `make test` is what CI runs; on a fresh
 # Debian 12 machine (as root) it first installs the packages it needs.
 #
-#   make            build build/isolation.so (and what mk/*.mk adds)
+#   make            build build/isolation.so (and what mk/*.mk adds); it
+#                   installs nothing: a missing header names `make deps`
+#   make deps       install the Debian packages (as root); test, spec, demo,
+#                   lint and rockcheck run it first
 #   make test       everything CI checks: specs, specs again under ASan+UBSan,
 #                   luacheck, clang-format, a luarocks install into a temp tree
 #   make lint       luacheck and clang-format --dry-run -Werror
@@ -17,12 +20,19 @@ CFLAGS    ?= -O2 -g
 # uv.h needs POSIX declarations that -std=c11 alone hides.
 CSTD       = -std=c11 -D_GNU_SOURCE
 WARN       = -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -I$(LUA_INC) -Isrc $(EXTRA_CFLAGS)
+# Hidden by default: the module exports luaopen_isolation alone (marked in
+# src/isolation.c), so that none of its internal functions can collide with
+# another library's in the process or be called from outside it.
+VISIBILITY = -fvisibility=hidden
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC $(VISIBILITY) -I$(LUA_INC) -Isrc $(EXTRA_CFLAGS)
+# Each object's header dependencies, as the compiler saw them (build/**/*.d):
+# a header change rebuilds the objects that include it, and only those.
+DEPFLAGS   = -MMD -MP
 # Not linked against liblua: the interpreter provides it. libuv is linked
 # because Lua loads luv with RTLD_LOCAL, so luv's copy is not visible to us.
 LIBS       = -luv -lpthread
 
-MODULE_SRC = $(wildcard src/*.c)
+MODULE_SRC = $(wildcard src/*.c src/*/*.c)
 MODULE_OBJ = $(MODULE_SRC:src/%.c=$(BUILD)/obj/%.o)
 ASAN_OBJ   = $(MODULE_SRC:src/%.c=$(BUILD)/asan/obj/%.o)
 SAN_FLAGS  = -fsanitize=address,undefined -fno-sanitize-recover=all \
@@ -40,11 +50,11 @@ ALL_TARGETS = $(BUILD)/isolation.so
 TEST_STEPS  =
 
 .DEFAULT_GOAL := all
-.PHONY: all deps test spec spec-asan lint format clean rockcheck
+.PHONY: all deps check-headers exports test spec spec-asan lint format clean rockcheck
 
 -include mk/*.mk
 
-all: deps $(ALL_TARGETS)
+all: $(ALL_TARGETS)
 
 deps:
 	@missing=$$(for p in $(DEBS) $(EXTRA_DEBS); do \
@@ -58,20 +68,45 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-$(BUILD)/obj/%.o: src/%.c src/*.h | $(BUILD)/obj
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+# `make` does not install packages behind one's back (that needs root and
+# the network, and changes the machine): before the first compile, the two
+# headers every object needs are looked for the way the compiler will, and
+# a missing one stops the build with the step that installs them.
+BUILD_HEADERS = lua.h uv.h
+check-headers:
+	@for h in $(BUILD_HEADERS); do \
+	  printf '#include <%s>\n' "$$h" | $(CC) $(ALL_CFLAGS) -E -x c - -o /dev/null 2>/dev/null || { \
+	    echo "make: <$$h> is not found (LUA_INC=$(LUA_INC)): \`make deps\` installs the Debian packages" \
+	      "the build needs (as root; it also runs first in make test, spec and demo)" >&2; exit 1; }; \
+	done
+
+# The Makefile too: a change of the flags above rebuilds every object.
+$(BUILD)/obj/%.o: src/%.c Makefile | check-headers
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c -o $@ $<
 
 $(BUILD)/isolation.so: $(MODULE_OBJ)
 	$(CC) -shared -o $@ $^ $(LIBS)
 
-$(BUILD)/asan/obj/%.o: src/%.c src/*.h | $(BUILD)/asan/obj
-	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -c -o $@ $<
+$(BUILD)/asan/obj/%.o: src/%.c Makefile | check-headers
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c -o $@ $<
 
 $(BUILD)/asan/isolation.so: $(ASAN_OBJ)
 	$(CC) -shared $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/obj $(BUILD)/asan/obj:
 	mkdir -p $@
+
+-include $(MODULE_OBJ:.o=.d) $(ASAN_OBJ:.o=.d)
+
+# Only luaopen_isolation may be exported: anything else in the dynamic
+# symbol table means a function lost its hidden visibility.
+exports: $(BUILD)/isolation.so
+	@syms=$$(nm -D --defined-only $< | awk '{ print $$3 }'); \
+	if [ "$$syms" != luaopen_isolation ]; then \
+	  echo "exports: $< exports more than luaopen_isolation:" $$syms >&2; exit 1; fi; \
+	echo "exports: $< exports luaopen_isolation only"
 
 # The specs, with the normal build.
 spec: deps all
@@ -86,38 +121,44 @@ spec-asan: deps all $(BUILD)/asan/isolation.so
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	LD_PRELOAD='$(ASAN_RT)' $(BUSTED) spec
 
+C_FORMAT = $(wildcard src/*.c src/*.h src/*/*.c src/*/*.h bridge/*.c fuzz/*.c bench/*.c)
+
 lint: deps
 	luacheck -q lua spec $(wildcard examples bench) bin/isolate
-	clang-format --dry-run -Werror src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c bench/*.c)
+	clang-format --dry-run -Werror $(C_FORMAT)
 
 format:
-	clang-format -i src/*.c src/*.h $(wildcard bridge/*.c fuzz/*.c bench/*.c)
+	clang-format -i $(C_FORMAT)
 
 # Installs the rock into a temporary tree, from a copy of the sources (the
 # builtin build compiles next to them), and loads it from that tree alone.
-# The rockspec must list exactly the C files the Makefile builds.
+# The rockspec must list exactly the C files the Makefile builds and the
+# Lua modules in lua/isolation/.
 # luv and lua-cjson, which the rockspec depends on, are Debian's packages
 # here (lua-luv, lua-cjson), not rocks: a temporary luarocks config declares
 # them provided (rocks_provided, at Debian's versions), so that the install
 # works offline and still resolves the rockspec's dependencies by name.
 # Then, from an empty directory and with no LUA_PATH/LUA_CPATH but the
-# tree's (and the system's defaults), isolation and its three Lua modules
-# load from the tree, and the installed `isolate --version` runs.
+# tree's (and the system's defaults), isolation and its Lua modules load
+# from the tree, and the installed `isolate --version` runs.
 ROCK_ENV = env -u LUA_INIT -u LUA_INIT_5_4 -u LUA_PATH -u LUA_PATH_5_4 -u LUA_CPATH -u LUA_CPATH_5_4
 ROCK_LOAD = local tree, checkout = os.getenv("TREE"), os.getenv("CHECKOUT"); \
   for p in (package.path .. ";" .. package.cpath):gmatch("[^;]+") do \
     assert(not p:find(checkout, 1, true), "the checkout is on the path: " .. p) end; \
   local i = require("isolation"); \
   assert(package.searchpath("isolation", package.cpath):find(tree, 1, true), "isolation is not from the tree"); \
-  for _, m in ipairs({"policy", "preflight", "protect", "scheduler", "session"}) do require("isolation." .. m); \
+  for _, m in ipairs({"cli", "json", "policy", "preflight", "protect", "scheduler", "session"}) do require("isolation." .. m); \
     assert(package.searchpath("isolation." .. m, package.path):find(tree, 1, true), m .. " is not from the tree") end; \
   assert(i.BRIDGE and i.BRIDGE:find(tree, 1, true), "BRIDGE is not in the tree"); \
   print("rockcheck: isolation " .. i.version .. " and isolation.session (luv " .. require("luv").version_string() \
     .. ", cjson " .. require("cjson")._VERSION .. ") load from the installed tree, BRIDGE " .. i.BRIDGE)
 
 rockcheck: deps all
-	@want=$$(ls src/*.c | sort); have=$$(grep -o 'src/[a-z0-9_]*\.c' isolation-scm-1.rockspec | sort); \
-	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from src/*.c:"; \
+	@want=$$(printf '%s\n' $(MODULE_SRC) | sort); have=$$(grep -o 'src/[a-z0-9_/]*\.c' isolation-scm-1.rockspec | sort); \
+	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from the Makefile's:"; \
+	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
+	@want=$$(ls lua/isolation/*.lua | sort); have=$$(grep -o 'lua/isolation/[a-z0-9_]*\.lua' isolation-scm-1.rockspec | sort); \
+	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's Lua modules differ from lua/isolation/*.lua:"; \
 	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	luv=$$(dpkg-query -W -f='$${Version}' lua-luv | sed 's/[-+~].*//') && \
@@ -138,7 +179,7 @@ rockcheck: deps all
 	case "$$out" in "isolate "*"(module $$tmp/tree/"*) echo "rockcheck: installed $$out" ;; \
 	  *) echo "rockcheck: the installed isolate --version says: $$out"; exit 1 ;; esac
 
-test: deps all spec spec-asan lint rockcheck $(TEST_STEPS)
+test: deps all exports spec spec-asan lint rockcheck $(TEST_STEPS)
 	@echo "make test: all steps passed"
 
 clean:

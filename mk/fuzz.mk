@@ -21,9 +21,12 @@ EXTRA_DEBS += clang libclang-rt-14-dev
 
 .PHONY: fuzz fuzz-build fuzz-replay fuzz-corpus
 
-$(BUILD)/fuzz/obj/%.o: src/%.c src/*.h | $(BUILD)/fuzz/obj
-	$(FUZZ_CC) $(ALL_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined \
+$(BUILD)/fuzz/obj/%.o: src/%.c | $(BUILD)/fuzz/obj
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(ALL_CFLAGS) $(DEPFLAGS) -fsanitize=fuzzer-no-link,address,undefined \
 	  -fno-sanitize-recover=all -fno-omit-frame-pointer -c -o $@ $<
+
+-include $(FUZZ_OBJ:.o=.d)
 
 $(BUILD)/fuzz/module.a: $(FUZZ_OBJ)
 	rm -f $@ && ar rcs $@ $^

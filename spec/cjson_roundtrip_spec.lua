@@ -1,4 +1,4 @@
--- A config encoded by lua-cjson is accepted back (API.md, Conventions):
+-- A config encoded by lua-cjson is accepted back (the API contract's conventions):
 -- Debian's lua-cjson writes an empty Lua table, such as the normalized
 -- config's empty allow_hosts, as {}. Every entry point that reads a config
 -- from JSON takes that {} for the empty array it was, and gives back a

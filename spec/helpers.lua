@@ -3,8 +3,24 @@
 local helpers = {}
 
 -- Child processes must not inherit the sanitizer runtime the spec-asan run
--- preloads into lua5.4: bwrap, bash and curl are not built for it.
-local CHILD_ENV = "env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS "
+-- preloads into lua5.4: bwrap, bash and curl are not built for it, nor is
+-- a plain lua5.4 that loads the normal build.
+local SANITIZER_VARS = { "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS" }
+
+--- env(1)'s arguments that drop the sanitizer's variables: a new array,
+--- to be put before the child's own argv ({"-u", "LD_PRELOAD", ...}).
+function helpers.no_sanitizer_args()
+  local args = {}
+  for _, name in ipairs(SANITIZER_VARS) do
+    args[#args + 1] = "-u"
+    args[#args + 1] = name
+  end
+  return args
+end
+
+--- The same as a shell prefix: "env -u LD_PRELOAD ... " before a command.
+helpers.NO_SANITIZER = "env " .. table.concat(helpers.no_sanitizer_args(), " ") .. " "
+local CHILD_ENV = helpers.NO_SANITIZER
 
 --- Quotes one word for /bin/sh.
 function helpers.shquote(s)

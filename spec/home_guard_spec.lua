@@ -260,7 +260,7 @@ describe("a wrap() line at run time", function()
   end)
 end)
 
--- every system directory of API.md, as the workdir and as a bind
+-- every system directory of the contract (README, threat model), as the workdir and as a bind
 local SYSTEM_INSIDE = { "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/libexec", "/boot",
   "/dev", "/proc", "/sys", "/run", "/var/run", "/var/spool" }
 local SYSTEM_AT = { "/", "/var", "/var/lib", "/opt", "/srv", "/home" }

@@ -1,5 +1,5 @@
 -- A NUL byte in any string the module is given is an error naming the
--- field (API.md, Conventions): never a value cut short at the NUL. C code
+-- field (the API contract's conventions): never a value cut short at the NUL. C code
 -- that read such a string with strcmp or as a C string saw "\0bwrap" as
 -- mode "", "\0deny" as network "allow", a key "mode\0evil" as mode, and
 -- opened proxy{unix = "/dir/p.sock\0x"} at /dir/p.sock.

@@ -54,7 +54,7 @@ describe("isolation.preflight", function()
   before_each(function() dir = helpers.tmpdir() end)
   after_each(function() helpers.rmtree(dir) end)
 
-  it("returns every check API.md lists, each with a name, a verdict and a detail", function()
+  it("returns every check the contract lists, each with a name, a verdict and a detail", function()
     local checks = isolation.preflight{ engines = false }
     local names = {}
     for _, c in ipairs(checks) do

@@ -38,7 +38,7 @@ local function mount_at(argv, flag, path, from)
 end
 
 describe("protect (pure builders)", function()
-  it("isolation.PROTECTED holds at least the paths API.md names", function()
+  it("isolation.PROTECTED holds at least the paths the contract names", function()
     for _, p in ipairs({ ".git/hooks", ".git/config", ".git/info", ".gitmodules", ".vscode", ".idea",
       ".claude/settings.json", ".claude/settings.local.json", ".claude/commands", ".claude/agents",
       ".mcp.json", ".codex", ".gemini" }) do

@@ -127,7 +127,7 @@ describe("isolation.proxy limits", function()
       assert(s:listen(0, function() end));
       io.stdout:write(s:getsockname().port, " ", uv.os_getpid(), "\n"); io.stdout:flush();
       uv.sleep(15000)]]
-    local pipe = io.popen("exec env -u LD_PRELOAD lua5.4 -e '" .. script .. "'")
+    local pipe = io.popen("exec " .. helpers.NO_SANITIZER .. "lua5.4 -e '" .. script .. "'")
     local port, pid = pipe:read("l"):match("^(%d+) (%d+)$")
     port = tonumber(port)
     local fillers = {}

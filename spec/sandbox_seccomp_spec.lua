@@ -29,7 +29,7 @@ local AF = { UNIX = 1, INET = 2, INET6 = 10, NETLINK = 16, PACKET = 17, VSOCK = 
 local NETLINK_ROUTE, NETLINK_AUDIT = 0, 9
 local HIGH = 1 << 32 -- a bit the kernel drops: these arguments are int
 
--- The refused calls, as API.md names them (and the new mount API with
+-- The refused calls, as the contract names them (and the new mount API with
 -- mount); the action when refused unconditionally.
 local ALWAYS = {
   "keyctl", "add_key", "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf",

@@ -242,7 +242,7 @@ describe("ending from inside the manager's callbacks", function()
       uv.run()
       print("after the loop", stops)
     ]])
-    local p = io.popen("cd " .. helpers.shquote(assert(uv.cwd())) .. " && env -u LD_PRELOAD lua5.4 "
+    local p = io.popen("cd " .. helpers.shquote(assert(uv.cwd())) .. " && " .. helpers.NO_SANITIZER .. "lua5.4 "
       .. helpers.shquote(root .. "/orch.lua") .. " " .. helpers.shquote(root) .. " 2>&1; echo status $?")
     local out = p:read("a")
     p:close()

@@ -879,7 +879,7 @@ describe("session.recover", function()
       uv.sleep(300000)
     ]]
     helpers.write(root .. "/manager.lua", script)
-    local child = assert(io.popen("exec env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS lua5.4 "
+    local child = assert(io.popen("exec " .. helpers.NO_SANITIZER .. "lua5.4 "
       .. shq(root .. "/manager.lua") .. " " .. shq(dir) .. " " .. shq(work), "r"))
     local line = child:read("l") or ""
     local pid, pids = line:match("^ready (%d+) (.*)$")

@@ -1,4 +1,4 @@
--- isolation.validate_for_target(config, target): API.md's table, cell by cell,
+-- isolation.validate_for_target(config, target): the contract's table (README), cell by cell,
 -- with messages that name the rule that refused and what would work instead.
 local isolation = require("isolation")
 
@@ -17,7 +17,7 @@ local CONFIGS = {
   docker_deny = { mode = "docker", network = "deny" },
 }
 
--- API.md's table: true = ok, else a word of the rule that refuses.
+-- The contract's table: true = ok, else a word of the rule that refuses.
 local SANDBOX = "sandbox target's cloned container already is the isolation"
 local DENY = "network \"deny\" needs a local target"
 local PCT = "bwrap cannot count on creating namespaces inside a pct container"

@@ -1,5 +1,5 @@
 /*
- * config.c - isolation.config: checks a config against the table in API.md
+ * config.c - isolation.config: checks a config against docs/launch.md's table
  * and builds its normalized form, which keeps only what applies (the image
  * only for docker, the allowlist only for network deny). Shared by the argv
  * builders, so a launch can never run with a config config() would refuse.

@@ -4,7 +4,10 @@
  */
 #include "isolation.h"
 
-int luaopen_isolation(lua_State *L);
+/* The one symbol the module exports: everything else is built with
+ * -fvisibility=hidden (Makefile), so that no internal function can collide
+ * with another library's in the process or be called from outside. */
+__attribute__((visibility("default"))) int luaopen_isolation(lua_State *L);
 
 int luaopen_isolation(lua_State *L)
 {

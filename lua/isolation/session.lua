@@ -14,16 +14,16 @@
 -- runtime directory, and the launch line opens it for bwrap
 -- (seccomp_file), since a launcher gets a command line, not a descriptor.
 local uv = require("luv")
-local cjson = require("cjson")
 local isolation = require("isolation")
+local json = require("isolation.json")
 local policy = require("isolation.policy")
 local protect = require("isolation.protect")
 local limits = require("isolation.limits")
 
 local M = {}
 
-local NULL = cjson.null
-local show = policy._show
+local NULL = json.null
+local show = json.show
 
 -- sun_path holds 108 bytes with the terminating NUL.
 local SUN_PATH_MAX = 107
@@ -634,7 +634,7 @@ function Manager:_teardown(s, reason)
   return true
 end
 
---- Launches a session (see API.md). Returns the session, or nil, err with
+--- Launches a session (docs/policy-and-sessions.md). Returns the session, or nil, err with
 --- nothing left running: no proxy, no socket file, no process.
 function Manager:launch(req)
   if type(req) ~= "table" then

@@ -55,7 +55,7 @@ function M.unguard()
   guarded_methods = nil
 end
 
--- Exactly the seed's (and API.md's) bridge line. socat's listen backlog is
+-- Exactly the seed's (and the contract's) bridge line. socat's listen backlog is
 -- its default, 5: a burst of more clients at once gets connections reset.
 M.SOCAT_FMT = "socat TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:%s"
 

@@ -11,7 +11,7 @@ cli.ISOLATE = cli.ROOT .. "/bin/isolate"
 cli.LUA = "lua5.4"
 
 -- The sanitizer runtime of a spec-asan run must not reach the children.
-local CLEAN_ENV = { "-u", "LD_PRELOAD", "-u", "ASAN_OPTIONS", "-u", "UBSAN_OPTIONS" }
+local CLEAN_ENV = helpers.no_sanitizer_args()
 
 --- Runs the loop until pred() is true or `seconds` pass; returns pred().
 --- A 20 ms tick wakes the loop, so that pred may also watch files.

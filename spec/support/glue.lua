@@ -5,7 +5,7 @@ local helpers = require("helpers")
 
 local M = {}
 
-local CHILD_ENV = "env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS "
+local CHILD_ENV = helpers.NO_SANITIZER
 
 --- Starts `cmdline` in the background (its own process, reparented once the
 --- shell exits); returns a handle {pid = n}. stdout/stderr go to `logfile`.

@@ -171,7 +171,7 @@ function M.stale_socket(path)
   -- without closing it.
   local script = string.format("local h = require('luv').new_pipe(false); assert(h:bind(%q)); os.exit(0, false)",
     path)
-  local ok = os.execute("env -u LD_PRELOAD lua5.4 -e '" .. script:gsub("'", "'\\''") .. "'")
+  local ok = os.execute(require("helpers").NO_SANITIZER .. "lua5.4 -e '" .. script:gsub("'", "'\\''") .. "'")
   assert(ok, "could not leave a stale socket at " .. path)
 end
 

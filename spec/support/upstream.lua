@@ -29,7 +29,7 @@ function M.start(opts)
   local statsfile = os.tmpname()
   -- exec: the pid we kill is the server itself. The sanitizer runtime the
   -- spec-asan run preloads must not reach the child.
-  local cmd = "exec env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS lua5.4 "
+  local cmd = "exec " .. require("helpers").NO_SANITIZER .. "lua5.4 "
     .. shquote(SERVER) .. " " .. shquote(statsfile) .. " " .. shquote(host) .. " </dev/null"
   local pipe = assert(io.popen(cmd, "r"))
   local line = pipe:read("l")

@@ -353,7 +353,7 @@ static void refusals(void)
     EXPECT("POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\n"
            "Content-Length: 3\r\nContent-Length: 4\r\n\r\n",
            -400);
-    /* Identical duplicates are refused too (see notes/parsers.md). */
+    /* Identical duplicates are refused too (docs/wire.md says why). */
     EXPECT("POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\n"
            "Content-Length: 3\r\nContent-Length: 3\r\n\r\n",
            -400);
