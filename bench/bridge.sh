@@ -245,12 +245,12 @@ section=$RUN/section.md
     echo "| via | p50 µs | p99 µs | added p50 µs vs unix | p50 / direct | tunnels/s (c=$RATE_C) | rate / direct | rate / unix | rate p99 µs | cpu µs/tunnel | down MB/s | up MB/s | idle KiB/tunnel | held | errors |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for via in "${VIAS[@]}"; do
-        added=$(awk -v a="${R[$via,p50]}" -v b="${R[unix,p50]}" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%.0f", a - b }')
+        added=$(awk -v a="${R[$via,p50]}" -v b="${R[unix,p50]:-}" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%.0f", a - b }')
         [ "$via" = direct ] && added=-
         printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$via" \
-            "${R[$via,p50]:--}" "${R[$via,p99]:--}" "$added" "$(ratio "${R[$via,p50]}" "${R[direct,p50]}")" \
-            "${R[$via,rate]:--}" "$(ratio "${R[$via,rate]}" "${R[direct,rate]}")" \
-            "$(ratio "${R[$via,rate]}" "${R[unix,rate]}")" "${R[$via,rate_p99]:--}" "${R[$via,cpu]:--}" \
+            "${R[$via,p50]:--}" "${R[$via,p99]:--}" "$added" "$(ratio "${R[$via,p50]}" "${R[direct,p50]:-}")" \
+            "${R[$via,rate]:--}" "$(ratio "${R[$via,rate]}" "${R[direct,rate]:-}")" \
+            "$(ratio "${R[$via,rate]}" "${R[unix,rate]:-}")" "${R[$via,rate_p99]:--}" "${R[$via,cpu]:--}" \
             "${R[$via,tput_down]:--}" "${R[$via,tput_up]:--}" "${R[$via,idle]:--}" "${R[$via,held]:--}" \
             "$(( ${R[$via,lat_err]:-0} + ${R[$via,rate_err]:-0} + ${R[$via,tput_err]:-0} + ${R[$via,idle_err]:-0} ))"
     done

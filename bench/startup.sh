@@ -26,18 +26,25 @@
 # Each wrap line runs from a script file through `sh` (the line needs a
 # shell: $HOME tokens); the sh row is that shell's own cost.
 #
-# usage: bench/startup.sh [--runs N] [--out FILE]
+# --interleave: instead of hyperfine (every run of one row, then the next
+# row), bench/interleave.c runs each row once in turn, RUNS times, so that
+# a neighbour's burst of load lands on every row alike (median, quartiles,
+# min); for the rows' differences on a shared machine.
+#
+# usage: bench/startup.sh [--runs N] [--out FILE] [--interleave]
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 RUNS=40
 OUT=
+INTERLEAVE=
 while [ $# -gt 0 ]; do
     case $1 in
         --runs) RUNS=$2; shift ;;
         --out) OUT=$2; shift ;;
-        *) sed -n '2,31p' "$0"; exit 2 ;;
+        --interleave) INTERLEAVE=1 ;;
+        *) sed -n '2,36p' "$0"; exit 2 ;;
     esac
     shift
 done
@@ -114,6 +121,29 @@ echo "exec true" >"$WORK/sh.sh"
 echo "$BW --unshare-net -- /bin/true" >"$WORK/bwrap-net.sh"
 
 read -ra NAMES <<<"${STARTUP_NAMES:-sh bwrap-net bare-builtin deny-socat deny-builtin deny-pass guards-true guards-bash env-guards-bash argv-pass}"
+if [ -n "$INTERLEAVE" ]; then
+    cc -std=c11 -Wall -Wextra -Werror -O2 -o "$WORK/interleave" "$REPO/bench/interleave.c" || exit 1
+    files=()
+    for name in "${NAMES[@]}"; do files+=("$WORK/$name.sh"); done
+    log "startup: ${NAMES[*]}, interleaved"
+    "$WORK/interleave" "$RUNS" 3 "${files[@]}" >"$WORK/interleave.txt" || exit 1
+    ref=$(sed -n "s|^$WORK/bwrap-net.sh median=\([^ ]*\).*|\1|p" "$WORK/interleave.txt")
+    {
+        echo "## Deny launch start cost"
+        echo
+        echo "Run $(date '+%F %T %Z') on $(nproc) cores, $RUNS interleaved runs after 3 warm-ups" \
+             "(bench/interleave.c: each run starts every row once, in turn), load average before:" \
+             "$(cut -d' ' -f1-3 /proc/loadavg)."
+        echo
+        echo "| name | median ms | p25 ms | p75 ms | min ms | median / bwrap-net | failed |"
+        echo "|---|---:|---:|---:|---:|---:|---:|"
+        for name in "${NAMES[@]}"; do
+            l=$(grep "^$WORK/$name.sh " "$WORK/interleave.txt")
+            m=$(kv "$l" median)
+            echo "| $name | ${m:--} | $(kv "$l" p25) | $(kv "$l" p75) | $(kv "$l" min) | $(ratio "$m" "$ref") | $(kv "$l" failed) |"
+        done
+    } >"$WORK/section.md"
+else
 {
     echo "## Deny launch start cost"
     echo
@@ -135,6 +165,7 @@ print("| %.2f | %.2f | %.2f | %.2f |" % tuple(1e3*r[k] for k in ("median","mean"
     fi
     echo "| $name $res" >>"$WORK/section.md"
 done
+fi
 {
     echo
     echo "deny-*: the whole launch line isolation.wrap builds (bwrap, binds, the script that starts the"
