@@ -20,7 +20,8 @@
 #
 # usage: bench/bridge.sh [--out FILE]     (QUICK=1: shorter runs;
 #        BRIDGE_BIN=PATH: another isolation-bridge build, for an A/B;
-#        BRIDGE_VIAS="unix tcp pass": only those rows)
+#        BRIDGE_VIAS="unix tcp pass": only those rows;
+#        SANDBOX_ROWS=1: the whole sandbox path too, SANDBOX_BRIDGES_LIST="pass builtin socat")
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -161,36 +162,69 @@ done
 
 # The whole sandbox path (SANDBOX_ROWS=1): the loadgen inside a real deny
 # sandbox (isolation.wrap, bwrap), through each bridge, to a proxy on the
-# host that takes listeners; p50 (sequential) and c=$RATE_C rate.
+# host that takes listeners: p50 (sequential), c=$RATE_C rate, throughput
+# down and up (to blast), and CPU per tunnel of every process but the
+# client's: the proxy (sampled from the host over the rate window) plus the
+# bridge's process tree in the sandbox (the loadgen's --pid, found in the
+# sandbox's own /proc: the built-in relay, socat and its forks, or pass's
+# idle keeper).
 declare -A S
 SANDBOX_BRIDGES=()
+# CPU ticks (user + system, every thread) of process $1
+ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
+sandbox_line() {               # sandbox_line BRIDGE COMMAND: the wrap() line
+    WORKDIR=$RUN/work SOCK=$SB_SOCK B=$1 H=$HARNESS CMD=$2 LUA_CPATH="$REPO/build/?.so;;" lua5.4 -e '
+        local isolation = require("isolation")
+        print(assert(isolation.wrap({
+          config = { mode = "bwrap", network = "deny" }, agent = "bench",
+          workdir = os.getenv("WORKDIR"), command = os.getenv("CMD"),
+          proxy_socket = os.getenv("SOCK"), bridge = os.getenv("B"), ro_binds = { os.getenv("H") },
+        })))'
+}
 if [ -n "${SANDBOX_ROWS:-}" ]; then
-    SANDBOX_BRIDGES=(pass builtin socat)
+    read -ra SANDBOX_BRIDGES <<<"${SANDBOX_BRIDGES_LIST:-pass builtin socat}"
     SB_SOCK=$RUN/proxy-sandbox.sock
     mkdir -p "$RUN/work"
-    BENCH_ALLOW="127.0.0.1:$NGINX_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" \
+    BENCH_ALLOW="127.0.0.1:$NGINX_PORT 127.0.0.1:$BLAST_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" \
         --unix "$SB_SOCK" --accept-listeners 4 >"$RUN/proxy-sandbox.log" 2>&1 &
     SB_PID=$!
     PIDS+=("$SB_PID")
     wait_for test -S "$SB_SOCK" || { echo "bridge.sh: sandbox proxy did not start" >&2; exit 1; }
+    TCK=$(getconf CLK_TCK)
+    # the bridge's process in the sandbox: pass's keeper, the relay, socat
+    # (a command line that starts with it; the command's bash does not)
+    find_bridge='bp=$(pgrep -o -f "^(/[^ ]*/isolation-bridge|socat) "); exec '
     for b in "${SANDBOX_BRIDGES[@]}"; do
-        for mode in connect-latency connect-rate; do
-            if [ $mode = connect-latency ]; then extra="-n $LAT_N"; else extra="-c $RATE_C -t $RATE_T"; fi
-            line=$(WORKDIR=$RUN/work SOCK=$SB_SOCK B=$b H=$HARNESS \
-                CMD="$LG $mode --proxy tcp:127.0.0.1:3128 --target 127.0.0.1:$NGINX_PORT --path /small $extra -w $WARM --label sandbox-$b --max-time 80" \
-                LUA_CPATH="$REPO/build/?.so;;" lua5.4 -e '
-                local isolation = require("isolation")
-                print(assert(isolation.wrap({
-                  config = { mode = "bwrap", network = "deny" }, agent = "bench",
-                  workdir = os.getenv("WORKDIR"), command = os.getenv("CMD"),
-                  proxy_socket = os.getenv("SOCK"), bridge = os.getenv("B"), ro_binds = { os.getenv("H") },
-                })))')
+        for mode in connect-latency connect-rate down up; do
+            case $mode in
+                connect-latency) cmd="$LG $mode --proxy tcp:127.0.0.1:3128 --target 127.0.0.1:$NGINX_PORT --path /small -n $LAT_N -w $WARM" ;;
+                connect-rate) cmd="$find_bridge$LG $mode --proxy tcp:127.0.0.1:3128 --target 127.0.0.1:$NGINX_PORT --path /small -c $RATE_C -t $RATE_T -w $WARM \${bp:+--pid \$bp}" ;;
+                down|up) cmd="$LG tunnel-throughput --proxy tcp:127.0.0.1:3128 --target 127.0.0.1:$BLAST_PORT --bytes $TP"
+                    [ $mode = up ] && cmd="$cmd --up" ;;
+            esac
+            line=$(sandbox_line "$b" "$cmd --label sandbox-$b --max-time 80")
             log "bridge: sandbox $b $mode"
+            rm -f "$RUN/proxy-ticks"
+            if [ $mode = connect-rate ]; then
+                # the proxy's CPU over the loadgen's window (after its warm-up)
+                ( sleep "$WARM"; t0=$(ticks "$SB_PID"); sleep "$RATE_T"; echo $(( $(ticks "$SB_PID") - t0 )) \
+                    >"$RUN/proxy-ticks" ) &
+                sampler=$!
+            fi
             l=$(timeout -k 5 120 sh -c "$line" 2>>"$RUN/loadgen.stderr" | grep "mode=")
+            [ $mode = connect-rate ] && wait "$sampler"
             log "  $l"
             echo "$l" >>"$RUN/raw.txt"
-            if [ $mode = connect-latency ]; then S[$b,p50]=$(kv "$l" p50_us); S[$b,p99]=$(kv "$l" p99_us)
-            else S[$b,rate]=$(kv "$l" rate_per_s); S[$b,err]=$(kv "$l" err); fi
+            case $mode in
+                connect-latency) S[$b,p50]=$(kv "$l" p50_us); S[$b,p99]=$(kv "$l" p99_us) ;;
+                connect-rate)
+                    S[$b,rate]=$(kv "$l" rate_per_s); S[$b,err]=$(kv "$l" err)
+                    S[$b,bcpu]=$(kv "$l" proxy_cpu_us_per_op)
+                    S[$b,pcpu]=$(awk -v t="$(cat "$RUN/proxy-ticks" 2>/dev/null)" -v hz="$TCK" -v ok="$(kv "$l" ok)" \
+                        'BEGIN { if (t == "" || ok + 0 == 0) print "-"; else printf "%.1f", t * 1e6 / hz / ok }')
+                    echo "proxy-ticks sandbox-$b $(cat "$RUN/proxy-ticks" 2>/dev/null) hz=$TCK" >>"$RUN/raw.txt" ;;
+                *) S[$b,$mode]=$(kv "$l" mb_per_s) ;;
+            esac
         done
     done
 fi
@@ -211,12 +245,12 @@ section=$RUN/section.md
     echo "| via | p50 µs | p99 µs | added p50 µs vs unix | p50 / direct | tunnels/s (c=$RATE_C) | rate / direct | rate / unix | rate p99 µs | cpu µs/tunnel | down MB/s | up MB/s | idle KiB/tunnel | held | errors |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for via in "${VIAS[@]}"; do
-        added=$(awk -v a="${R[$via,p50]}" -v b="${R[unix,p50]}" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%.0f", a - b }')
+        added=$(awk -v a="${R[$via,p50]}" -v b="${R[unix,p50]:-}" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%.0f", a - b }')
         [ "$via" = direct ] && added=-
         printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$via" \
-            "${R[$via,p50]:--}" "${R[$via,p99]:--}" "$added" "$(ratio "${R[$via,p50]}" "${R[direct,p50]}")" \
-            "${R[$via,rate]:--}" "$(ratio "${R[$via,rate]}" "${R[direct,rate]}")" \
-            "$(ratio "${R[$via,rate]}" "${R[unix,rate]}")" "${R[$via,rate_p99]:--}" "${R[$via,cpu]:--}" \
+            "${R[$via,p50]:--}" "${R[$via,p99]:--}" "$added" "$(ratio "${R[$via,p50]}" "${R[direct,p50]:-}")" \
+            "${R[$via,rate]:--}" "$(ratio "${R[$via,rate]}" "${R[direct,rate]:-}")" \
+            "$(ratio "${R[$via,rate]}" "${R[unix,rate]:-}")" "${R[$via,rate_p99]:--}" "${R[$via,cpu]:--}" \
             "${R[$via,tput_down]:--}" "${R[$via,tput_up]:--}" "${R[$via,idle]:--}" "${R[$via,held]:--}" \
             "$(( ${R[$via,lat_err]:-0} + ${R[$via,rate_err]:-0} + ${R[$via,tput_err]:-0} + ${R[$via,idle_err]:-0} ))"
     done
@@ -229,13 +263,17 @@ section=$RUN/section.md
     if [ ${#SANDBOX_BRIDGES[@]} -gt 0 ]; then
         echo "The whole sandbox path: the loadgen inside a real deny sandbox (isolation.wrap, bwrap), to the"
         echo "sandbox's 127.0.0.1:3128, through each bridge, to a proxy on the host (accept_listeners 4)."
+        echo "cpu: µs per tunnel in the rate window, the proxy's (sampled from the host) plus the bridge's"
+        echo "process tree in the sandbox (pass: its idle keeper); the client's own CPU is not counted."
         echo
-        echo "| bridge | p50 µs | p99 µs | added p50 µs vs tcp | tunnels/s (c=$RATE_C) | rate / tcp | errors |"
-        echo "|---|---:|---:|---:|---:|---:|---:|"
+        echo "| bridge | p50 µs | p99 µs | added p50 µs vs tcp | tunnels/s (c=$RATE_C) | rate / tcp | proxy cpu µs/tunnel | bridge cpu µs/tunnel | all cpu µs/tunnel | down MB/s | up MB/s | errors |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         for b in "${SANDBOX_BRIDGES[@]}"; do
             added=$(awk -v a="${S[$b,p50]}" -v b="${R[tcp,p50]}" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%.0f", a - b }')
-            printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$b" "${S[$b,p50]:--}" "${S[$b,p99]:--}" "$added" \
-                "${S[$b,rate]:--}" "$(ratio "${S[$b,rate]}" "${R[tcp,rate]}")" "${S[$b,err]:--}"
+            all=$(awk -v a="${S[$b,pcpu]:-}" -v b="${S[$b,bcpu]:-0}" 'BEGIN { if (a == "" || a == "-") print "-"; else printf "%.1f", a + b }')
+            printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$b" "${S[$b,p50]:--}" "${S[$b,p99]:--}" \
+                "$added" "${S[$b,rate]:--}" "$(ratio "${S[$b,rate]}" "${R[tcp,rate]}")" "${S[$b,pcpu]:--}" \
+                "${S[$b,bcpu]:-0}" "$all" "${S[$b,down]:--}" "${S[$b,up]:--}" "${S[$b,err]:--}"
         done
         echo
     fi

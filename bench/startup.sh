@@ -13,21 +13,38 @@
 #   bare-builtin   bwrap (the shared harness's profile) + --unshare-net +
 #                  isolation-bridge, then `exec true`: the bridge's own cost
 #                  without the launch script's extras
+# The deny-pass line taken apart (isolation.argv of the same spec, the
+# pieces cut out of it), to say where its time goes:
+#   guards-true      its bwrap alone: every mount, mask and namespace of the
+#                    line, /bin/true as the command (no env -i, no shell)
+#   guards-bash      the same, the command run by `bash -c -- true` as the
+#                    line runs every command
+#   env-guards-bash  the same behind the line's `env -i NAME=value...`
+#   argv-pass        the whole argv (env -i, bwrap, the pass starter, bash):
+#                    the line without its run-time HOME check
+#   (deny-pass is argv-pass behind that check)
 # Each wrap line runs from a script file through `sh` (the line needs a
 # shell: $HOME tokens); the sh row is that shell's own cost.
 #
-# usage: bench/startup.sh [--runs N] [--out FILE]
+# --interleave: instead of hyperfine (every run of one row, then the next
+# row), bench/interleave.c runs each row once in turn, RUNS times, so that
+# a neighbour's burst of load lands on every row alike (median, quartiles,
+# min); for the rows' differences on a shared machine.
+#
+# usage: bench/startup.sh [--runs N] [--out FILE] [--interleave]
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 RUNS=40
 OUT=
+INTERLEAVE=
 while [ $# -gt 0 ]; do
     case $1 in
         --runs) RUNS=$2; shift ;;
         --out) OUT=$2; shift ;;
-        *) sed -n '2,19p' "$0"; exit 2 ;;
+        --interleave) INTERLEAVE=1 ;;
+        *) sed -n '2,36p' "$0"; exit 2 ;;
     esac
     shift
 done
@@ -39,7 +56,7 @@ LISTENER=
 cleanup() {
     [ -n "$LISTENER" ] && kill "$LISTENER" 2>/dev/null && wait "$LISTENER" 2>/dev/null
     [ -n "${PASS_PROXY:-}" ] && kill "$PASS_PROXY" 2>/dev/null && wait "$PASS_PROXY" 2>/dev/null
-    rm -rf "$WORK"
+    if [ -n "${KEEP_WORK:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 
@@ -68,6 +85,33 @@ for bridge in socat builtin pass; do
         if not line then io.stderr:write(tostring(err), "\n") os.exit(1) end
         print(line)' >"$WORK/deny-$bridge.sh" || echo "exit 1" >"$WORK/deny-$bridge.sh"
 done
+# the pieces of the pass line (see the header); argv's $HOME marker as sh
+# would expand it
+WORKDIR=$WORK/work SOCK=$WORK/pass.sock OUTDIR=$WORK LUA_CPATH="$REPO/build/?.so;;" lua5.4 -e '
+    local isolation = require("isolation")
+    local argv = assert(isolation.argv({
+      config = { mode = "bwrap", network = "deny" }, agent = "bench",
+      workdir = os.getenv("WORKDIR"), command = "true",
+      proxy_socket = os.getenv("SOCK"), bridge = "pass",
+    }))
+    local home = os.getenv("HOME") or "/root"
+    local function q(w) return "\039" .. w:gsub("%$HOME", home):gsub("\039", "\039\\\039\039") .. "\039" end
+    local bwrap, stop
+    for i, w in ipairs(argv) do
+      if w == "bwrap" and not bwrap then bwrap = i end
+      if w == "--" and bwrap and not stop then stop = i end
+    end
+    local function put(name, first, last, tail)
+      local words = {}
+      for i = first, last do words[#words + 1] = q(argv[i]) end
+      local f = assert(io.open(os.getenv("OUTDIR") .. "/" .. name .. ".sh", "w"))
+      f:write(table.concat(words, " "), tail and (" " .. tail) or "", "\n")
+      f:close()
+    end
+    put("guards-true", bwrap, stop, "/bin/true")
+    put("guards-bash", bwrap, stop, "bash -c -- true")
+    put("env-guards-bash", 1, stop, "bash -c -- true")
+    put("argv-pass", 1, #argv)' || { echo "startup.sh: the pass line could not be taken apart" >&2; exit 1; }
 BW="bwrap --ro-bind /usr /usr --ro-bind /etc /etc --ro-bind-try /bin /bin --ro-bind-try /lib /lib \
 --ro-bind-try /lib64 /lib64 --ro-bind-try /sbin /sbin --dev /dev --proc /proc --tmpfs /tmp \
 --unshare-pid --unshare-ipc --unshare-uts --die-with-parent"
@@ -76,7 +120,30 @@ bash -c '$BRIDGE 3128 /run/isolation/proxy.sock && exec true'" >"$WORK/bare-buil
 echo "exec true" >"$WORK/sh.sh"
 echo "$BW --unshare-net -- /bin/true" >"$WORK/bwrap-net.sh"
 
-read -ra NAMES <<<"${STARTUP_NAMES:-sh bwrap-net bare-builtin deny-socat deny-builtin deny-pass}"
+read -ra NAMES <<<"${STARTUP_NAMES:-sh bwrap-net bare-builtin deny-socat deny-builtin deny-pass guards-true guards-bash env-guards-bash argv-pass}"
+if [ -n "$INTERLEAVE" ]; then
+    cc -std=c11 -Wall -Wextra -Werror -O2 -o "$WORK/interleave" "$REPO/bench/interleave.c" || exit 1
+    files=()
+    for name in "${NAMES[@]}"; do files+=("$WORK/$name.sh"); done
+    log "startup: ${NAMES[*]}, interleaved"
+    "$WORK/interleave" "$RUNS" 3 "${files[@]}" >"$WORK/interleave.txt" || exit 1
+    ref=$(sed -n "s|^$WORK/bwrap-net.sh median=\([^ ]*\).*|\1|p" "$WORK/interleave.txt")
+    {
+        echo "## Deny launch start cost"
+        echo
+        echo "Run $(date '+%F %T %Z') on $(nproc) cores, $RUNS interleaved runs after 3 warm-ups" \
+             "(bench/interleave.c: each run starts every row once, in turn), load average before:" \
+             "$(cut -d' ' -f1-3 /proc/loadavg)."
+        echo
+        echo "| name | median ms | p25 ms | p75 ms | min ms | median / bwrap-net | failed |"
+        echo "|---|---:|---:|---:|---:|---:|---:|"
+        for name in "${NAMES[@]}"; do
+            l=$(grep "^$WORK/$name.sh " "$WORK/interleave.txt")
+            m=$(kv "$l" median)
+            echo "| $name | ${m:--} | $(kv "$l" p25) | $(kv "$l" p75) | $(kv "$l" min) | $(ratio "$m" "$ref") | $(kv "$l" failed) |"
+        done
+    } >"$WORK/section.md"
+else
 {
     echo "## Deny launch start cost"
     echo
@@ -98,6 +165,7 @@ print("| %.2f | %.2f | %.2f | %.2f |" % tuple(1e3*r[k] for k in ("median","mean"
     fi
     echo "| $name $res" >>"$WORK/section.md"
 done
+fi
 {
     echo
     echo "deny-*: the whole launch line isolation.wrap builds (bwrap, binds, the script that starts the"

@@ -300,6 +300,28 @@ for index, bridge in ipairs({ "socat", "builtin", "pass" }) do
         assert.are.equal(0, code, err)
         assert.are.equal("200", kv(out).late, out)
       end)
+
+      it("starts the command with no child of its own: the keeper is PID 1's (bwrap's init), one process", function()
+        if skip then return end
+        -- read with builtins only (a cat would be a child itself); the
+        -- command's bash is exec'd by the starter, so it is the keeper's
+        -- sibling, and no shell of a launch script stands between
+        local code, out, err = launch(base, "read -r kids < /proc/$$/task/$$/children; echo \"kids=$kids\"\n"
+          .. "for s in /proc/[0-9]*/stat; do read -r st < \"$s\"; case $st in *'(isolation-bridg)'*)"
+          .. " set -- ${st##*) }; echo \"keeper_ppid=$2\";; esac; done\n"
+          .. "read -r st < /proc/$$/stat; set -- ${st##*) }; echo \"command_ppid=$2\"")
+        assert.are.equal(0, code, err)
+        local r = kv(out)
+        assert.are.equal("", r.kids, out)
+        assert.are.equal("1", r.keeper_ppid, out)
+        assert.are.equal("1", r.command_ppid, out)
+        local keepers = select(2, out:gsub("keeper_ppid=", ""))
+        assert.are.equal(1, keepers, out)
+        -- the route works from this command
+        code, out, err = launch(base, CURL .. "-w 'via=%{http_code}\\n' http://127.0.0.1:" .. up.http_port .. "/small")
+        assert.are.equal(0, code, err)
+        assert.are.equal("200", kv(out).via, out)
+      end)
     end
 
     it("leaves nothing of the bridge on the host once the sandbox has ended", function()

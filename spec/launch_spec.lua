@@ -291,16 +291,20 @@ describe("bwrap_argv", function()
       proxy_socket = "/p.sock", bridge = "pass", bridge_path = "/opt/isolation/isolation-bridge",
     }))
     assert.truthy(index_of(argv, "--ro-bind", "/opt/isolation/isolation-bridge", "/opt/isolation/isolation-bridge"))
-    local script = argv[#argv - 3]
-    assert.are.same({ "-c", "--", script, "bash", "c", "/opt/isolation/isolation-bridge" },
-      { table.unpack(argv, #argv - 5) })
-    -- the proxy variables first, then the starter replaces the shell: no
-    -- process of the script stays, none polls
-    local tail = '; exec "$2" --pass 18080,1080 ' .. SOCK .. ' bash -c -- "$1"'
-    assert.are.equal(tail, script:sub(-#tail))
-    assert.truthy(script:find("^export HTTP_PROXY=http://127.0.0.1:18080 "), script)
-    assert.is_nil(script:find("socat", 1, true))
-    assert.is_nil(script:find("sleep", 1, true))
+    -- no shell before the starter: bwrap sets the proxy variables and execs
+    -- it, and it execs the command's bash (the command one argument)
+    assert.are.same({ "--", "/opt/isolation/isolation-bridge", "--pass", "18080,1080", SOCK, "bash", "-c", "--", "c" },
+      { table.unpack(argv, #argv - 8) })
+    local url, socks = "http://127.0.0.1:18080", "socks5h://127.0.0.1:1080"
+    for name, value in pairs({ HTTP_PROXY = url, HTTPS_PROXY = url, http_proxy = url, https_proxy = url,
+      ALL_PROXY = socks, all_proxy = socks, NO_PROXY = "", no_proxy = "", NODE_USE_ENV_PROXY = "1" }) do
+      local at = index_of(argv, "--setenv", name, value)
+      assert.truthy(at and at < #argv - 8, name) -- bwrap's option, not the starter's
+    end
+    for _, word in ipairs(argv) do
+      assert.is_nil(word:find("socat", 1, true))
+      assert.is_nil(word:find("sleep", 1, true))
+    end
     local text = assert(isolation.dry_run({
       config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c",
       proxy_socket = "/p.sock", bridge = "pass", bridge_path = "/opt/isolation/isolation-bridge",

@@ -65,7 +65,7 @@ describe("isolation.preflight", function()
       names[#names + 1] = c.name
     end
     assert.same({ "bwrap", "bwrap setuid", "user namespaces", "network namespace", "seccomp",
-      "bridge (built-in)", "bridge (socat)", "deny launch", "tty injection",
+      "bridge (built-in)", "bridge (socat)", "deny launch", "bridge (pass)", "tty injection",
       "limits: systemd", "limits: cgroup", "limits: rlimit" }, names)
     local all = by_name(isolation.preflight())
     assert.is_table(all.docker)
@@ -146,6 +146,55 @@ describe("isolation.preflight", function()
     assert.equal(isolation.BRIDGE ~= nil, c["deny launch"].ok)
   end)
 
+  it("bridge (pass): a real handover to a real proxy, agreeing with a real isolate launch through pass", function()
+    if helpers.skip_without_bwrap() or not isolation.BRIDGE then return end
+    local c = by_name(isolation.preflight{ engines = false })
+    local code = run({ cli.LUA, cli.ISOLATE, "--bridge", "pass", "--", "true" }, { cwd = dir }).status
+    assert.equal(code == 0, c["bridge (pass)"].ok, c["bridge (pass)"].detail)
+    assert.is_true(c["bridge (pass)"].ok, c["bridge (pass)"].detail)
+    assert.matches("handed its listener to the proxy", c["bridge (pass)"].detail, 1, true)
+    assert.is_nil(c["bridge (pass)"].fix)
+  end)
+
+  it("bridge (pass) fails with the starter's reason and a fix when the proxy takes no listeners", function()
+    if helpers.skip_without_bwrap() or not isolation.BRIDGE then return end
+    -- a real proxy that refuses the handover (accept_listeners = 0): the
+    -- starter ends the sandbox with 126 before the probe runs
+    local c = by_name(isolation.preflight{ engines = false, pass_listeners = 0 })
+    local pass = c["bridge (pass)"]
+    assert.is_false(pass.ok)
+    assert.matches("exit 126", pass.detail, 1, true)
+    assert.matches("does not accept listeners", pass.detail, 1, true)
+    assert.matches("accept_listeners >= 2", pass.fix, 1, true)
+    assert.matches("isolate --bridge builtin", pass.fix, 1, true)
+    -- the relay's own launch is not affected
+    assert.is_true(c["deny launch"].ok)
+  end)
+
+  it("bridge (pass) names a rebuild when the bridge program predates --pass", function()
+    if helpers.skip_without_bwrap() then return end
+    -- a stand-in for an older isolation-bridge: its usage line, no --pass
+    local old = dir .. "/isolation-bridge"
+    helpers.write(old, "#!/bin/sh\necho 'usage: isolation-bridge PORT SOCKET' >&2\nexit 2\n")
+    assert(helpers.run("chmod 755 " .. helpers.shquote(old)) == 0)
+    local c = by_name(isolation.preflight{ engines = false, bridge = old })
+    assert.is_true(c["bridge (built-in)"].ok)
+    assert.is_false(c["bridge (pass)"].ok)
+    assert.matches("exit 2", c["bridge (pass)"].detail, 1, true)
+    assert.matches("make build/isolation-bridge", c["bridge (pass)"].fix, 1, true)
+  end)
+
+  it("bridge (pass) is not tried without a network namespace, nor without the bridge program", function()
+    local bwrap = fake_bwrap(dir .. "/bwrap", "bwrap: setting up uid map: Permission denied", "*' --unshare-net '*")
+    local c = by_name(isolation.preflight{ bwrap = bwrap, engines = false })
+    assert.is_false(c["bridge (pass)"].ok)
+    assert.matches("not tried: no network namespace", c["bridge (pass)"].detail, 1, true)
+    assert.equal("fix the checks above first", c["bridge (pass)"].fix)
+    c = by_name(isolation.preflight{ bridge = dir .. "/no-such-bridge", engines = false })
+    assert.is_false(c["bridge (pass)"].ok)
+    assert.matches("not tried: the built-in bridge does not run", c["bridge (pass)"].detail, 1, true)
+  end)
+
   it("reads dev.tty.legacy_tiocsti from the given settings", function()
     local on = by_name(isolation.preflight{ proc_sys = fake_proc_sys(dir .. "/a", { ["dev/tty/legacy_tiocsti"] = "1" }),
       engines = false })
@@ -161,6 +210,8 @@ describe("isolation.preflight", function()
       "bad argument #1 to 'preflight' (unknown option procsys)")
     assert.has_error(function() isolation.preflight{ timeout = "5" } end,
       "bad argument #1 to 'preflight' (timeout: number expected, got string)")
+    assert.has_error(function() isolation.preflight{ pass_listeners = "1" } end,
+      "bad argument #1 to 'preflight' (pass_listeners: number expected, got string)")
   end)
 
   it("leaves no temporary directory behind", function()

@@ -224,6 +224,10 @@ void argv_add(struct argv_buf *b, const char *s);
 void argv_add_top(struct argv_buf *b);
 void argv_add_path(struct argv_buf *b, const char *path);
 
+/* launch_script.c: bwrap's end for bridge "pass": the proxy variables
+ * (--setenv), then "--" and the starter, which execs bash -c -- command. */
+void launch_add_pass_command(struct argv_buf *b, const struct launch_spec *s);
+
 /* launch_protect.c: protect's pins and read-only paths as docker -v. */
 void launch_docker_protect(struct argv_buf *b, const struct launch_spec *s);
 

@@ -353,6 +353,10 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
         lua_pushfstring(L, "%d", s->seccomp_fd);
         argv_add_top(&b);
     }
+    if (s->deny && s->bridge == BRIDGE_PASS) {
+        launch_add_pass_command(&b, s);
+        return;
+    }
     argv_add(&b, "--");
     argv_add(&b, "bash");
     argv_add(&b, "-c");

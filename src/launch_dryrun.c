@@ -238,7 +238,7 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
     if (s->deny) {
         lua_pushfstring(L,
                         "  HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy="
-                        "http://127.0.0.1:%d (set by the script before the "
+                        "http://127.0.0.1:%d (set in the sandbox before the "
                         "command)\n  ALL_PROXY, all_proxy=socks5h://"
                         "127.0.0.1:%d (non-HTTP TCP)\n"
                         "  NO_PROXY, no_proxy= (empty)\n"

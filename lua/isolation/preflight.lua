@@ -193,17 +193,16 @@ echo "$status"
 case "$status" in "HTTP/1.1 403"*) exit 0 ;; *) exit 4 ;; esac
 ]]
 
-local function deny_launch_check(env, out, bridge, why_not)
-  if not bridge then
-    out[#out + 1] = check("deny launch", false, "not tried: " .. why_not, "fix the checks above first")
-    return
-  end
-  local sock = env.tmp .. "/proxy.sock"
-  local p, perr = isolation.proxy{ allow = {}, unix = sock }
+-- Runs DENY_PROBE in a bwrap deny sandbox through `bridge`, against a real
+-- proxy made with proxy_opts (it admits nothing). Returns the probe's exit
+-- status and output, or nil and a failed check's detail and fix when the
+-- proxy or the line could not be made.
+local function deny_probe(env, bridge, proxy_opts, name)
+  local sock = env.tmp .. "/" .. name .. ".sock"
+  proxy_opts.allow, proxy_opts.unix = {}, sock
+  local p, perr = isolation.proxy(proxy_opts)
   if not p then
-    out[#out + 1] = check("deny launch", false, "the proxy did not start: " .. tostring(perr),
-      "check that " .. env.tmp .. " can hold a unix socket")
-    return
+    return nil, "the proxy did not start: " .. tostring(perr), "check that " .. env.tmp .. " can hold a unix socket"
   end
   local work = env.tmp .. "/work"
   local home = env.tmp .. "/home"
@@ -222,8 +221,19 @@ local function deny_launch_check(env, out, bridge, why_not)
   end
   p:close()
   if not line then
-    out[#out + 1] = check("deny launch", false, "the launch line could not be built: " .. tostring(lerr),
-      "report this as a bug")
+    return nil, "the launch line could not be built: " .. tostring(lerr), "report this as a bug"
+  end
+  return code, text
+end
+
+local function deny_launch_check(env, out, bridge, why_not)
+  if not bridge then
+    out[#out + 1] = check("deny launch", false, "not tried: " .. why_not, "fix the checks above first")
+    return
+  end
+  local code, text, fix = deny_probe(env, bridge, {}, "proxy")
+  if not code then
+    out[#out + 1] = check("deny launch", false, text, fix)
     return
   end
   local ok = code == 0
@@ -232,6 +242,50 @@ local function deny_launch_check(env, out, bridge, why_not)
       .. " bridge and got its 403")
       or ("a deny sandbox failed (exit " .. tostring(code) .. "): " .. first_line(text)),
     "fix the first failed check above; then run `isolate doctor` again")
+end
+
+-- What to do when the pass handover failed, from the starter's message
+-- (bridge/pass.c); the built-in relay needs no descriptor passing.
+local PASS_FALLBACK = "meanwhile use the relay: isolate --bridge builtin, or bridge = \"builtin\" in the launch spec"
+
+local function pass_fix(text)
+  if text:find("usage: isolation-bridge", 1, true) then
+    return "the bridge program has no --pass (an older build): rebuild it: make build/isolation-bridge "
+      .. "(or reinstall the rock); " .. PASS_FALLBACK
+  elseif text:find("does not accept listeners", 1, true) then
+    return "the proxy must be made with accept_listeners >= 2 (isolate and the session manager's proxies are); "
+      .. PASS_FALLBACK
+  elseif text:find("refused the listener", 1, true) then
+    return "the proxy refused what arrived as the listener (the reason above): something between the sandbox and "
+      .. "the proxy changed the descriptor; report it with that line; " .. PASS_FALLBACK
+  elseif text:find("did not take the listener", 1, true) or text:find("handover", 1, true) then
+    return "a security module or seccomp policy may forbid passing descriptors over unix sockets (SCM_RIGHTS): "
+      .. "allow it for bwrap's sandboxes; " .. PASS_FALLBACK
+  end
+  return "fix the first failed check above (the built-in bridge must run); " .. PASS_FALLBACK
+end
+
+-- The pass bridge (isolate's and the session manager's default under bwrap
+-- deny): a deny sandbox whose starter makes the loopback listeners (HTTP
+-- and SOCKS5), hands them to a real proxy (accept_listeners) over the bound
+-- socket, and execs the
+-- probe, whose CONNECT the proxy accepts on that listener and answers 403.
+local function pass_check(env, out, why_not)
+  if why_not then
+    out[#out + 1] = check("bridge (pass)", false, "not tried: " .. why_not, "fix the checks above first")
+    return
+  end
+  local code, text, fix = deny_probe(env, "pass", { accept_listeners = env.pass_listeners }, "pass")
+  if not code then
+    out[#out + 1] = check("bridge (pass)", false, text, fix)
+    return
+  end
+  local ok = code == 0
+  out[#out + 1] = check("bridge (pass)", ok,
+    ok and "a deny sandbox handed its listener to the proxy (SCM_RIGHTS); the proxy accepted the probe's "
+      .. "connection on it and answered 403"
+      or ("the pass handover failed (exit " .. tostring(code) .. "): " .. first_line(text)),
+    pass_fix(text))
 end
 
 ------------------------------------------------------------------------------
@@ -333,7 +387,7 @@ end
 local OPTION_TYPES = {
   proc_sys = "string", bwrap = "string", socat = "string", bridge = "string", cgroup_root = "string",
   systemd_run = "string", prlimit = "string", docker = "string", podman = "string", timeout = "number",
-  uid = "number", engines = "boolean",
+  uid = "number", engines = "boolean", pass_listeners = "number",
 }
 
 --- The checks, in a stable order: an array of {name, ok, detail, fix}.
@@ -356,6 +410,7 @@ function M.run(opts)
     bridge = opts.bridge or isolation.BRIDGE, cgroup_root = opts.cgroup_root or "/sys/fs/cgroup",
     systemd_run_name = opts.systemd_run or "systemd-run", prlimit_name = opts.prlimit or "prlimit",
     timeout = opts.timeout or 10, uid = opts.uid or uv.getuid(), tmp = tmp,
+    pass_listeners = opts.pass_listeners or 2, -- HTTP and SOCKS5
     path_for_bwrap = os.getenv("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin",
   }
   env.bwrap = find_program(env.bwrap_name)
@@ -370,6 +425,8 @@ function M.run(opts)
     local bridge = builtin and "builtin" or socat and "socat" or nil
     deny_launch_check(env, out, netns and bridge or nil,
       not env.bwrap and "no bwrap" or not netns and "no network namespace" or "no bridge runs")
+    pass_check(env, out, not env.bwrap and "no bwrap" or not netns and "no network namespace"
+      or not builtin and "the built-in bridge does not run (the pass starter is the same program)" or nil)
     tty_check(env, out)
     limits_checks(env, out)
     if opts.engines ~= false then
