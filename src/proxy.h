@@ -71,6 +71,9 @@
  * past it, its tunnels' reads wait for the next
  * turn, and the other proxies' connections are served in between. */
 #define PROXY_TURN_BYTES (1u << 20)
+/* Loop threads thread-mode proxies are spread over (proxy_loop.c): at most
+ * this many, and no more than the CPUs (but at least 2). */
+#define PROXY_LOOP_THREADS 4
 
 struct proxy;
 struct proxy_loop;
@@ -215,6 +218,8 @@ struct proxy_loop {
     uint64_t turn;
 
     /* Thread mode. */
+    unsigned slot; /* in the pool of loop threads */
+    bool stopping;
     uv_thread_t thread;
     uv_async_t async;
     uv_mutex_t mu;
