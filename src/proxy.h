@@ -67,10 +67,14 @@
 /* A loop whose connections fell to a quarter of a peak of at least this
  * many gives the freed memory back (malloc_trim, its buffer pools). */
 #define PROXY_TRIM_PEAK 128
-/* Tunnel bytes one proxy may read in one turn of the loop (one pass):
- * past it, its tunnels' reads wait for the next
- * turn, and the other proxies' connections are served in between. */
+/* Tunnel bytes, and reads, one proxy may take in one turn of the loop
+ * (one pass) while it shares its loop with another proxy: past either,
+ * its connections' reads wait (parked) for a later turn, and the other
+ * proxies' connections are served in between. */
 #define PROXY_TURN_BYTES (1u << 20)
+#define PROXY_TURN_READS 64
+/* Parked connections the loop resumes per pass, oldest first. */
+#define PROXY_RESUME_PER_TURN 64
 /* Loop threads thread-mode proxies are spread over (proxy_loop.c): at most
  * this many, and no more than the CPUs (but at least 2). */
 #define PROXY_LOOP_THREADS 4
@@ -170,6 +174,7 @@ struct proxy {
     bool counted_open;   /* counted among the process's open proxies */
     uint64_t turn;       /* the loop turn turn_bytes counts */
     uint64_t turn_bytes; /* tunnel bytes read in that turn */
+    unsigned turn_reads; /* reads of its connections in that turn */
     unsigned npass;      /* listeners handed over and held (proxy_pass.c) */
 
     /* Commands from the Lua thread (thread mode waits under loop->mu). */
@@ -209,6 +214,8 @@ struct proxy_loop {
     uv_loop_t uv;
     enum proxy_mode mode;
     unsigned nproxies;
+    unsigned
+        serving; /* proxies started and not closed (the loop's own count) */
     struct relay_buf *pool;
     unsigned npool;
     struct relay_buf *bigpool; /* RELAY_BIG_SIZE buffers */
@@ -216,6 +223,8 @@ struct proxy_loop {
     unsigned live, peak;    /* connections not yet freed; their recent peak */
     uv_prepare_t turn_prep; /* counts the loop's passes */
     uint64_t turn;
+    /* Connections parked over their proxy's turn budget, oldest first. */
+    struct conn *park_head, *park_tail;
 
     /* Thread mode. */
     unsigned slot; /* in the pool of loop threads */
@@ -299,6 +308,9 @@ struct conn {
     bool head_over;  /* its head would pass the proxy's PROXY_HEAD_BUDGET */
     bool fd_client, fd_up; /* counted in the descriptor pool */
     bool deferred[2]; /* by side: a read put off to the proxy's next turn */
+    bool parked[2];   /* by side: stopped until the loop resumes c */
+    bool in_park;     /* in the loop's queue of parked connections */
+    struct conn *park_prev, *park_next;
     int last_err;
     bool client_unix; /* the client came on a unix socket (else TCP) */
     uint8_t pass;     /* proxy_pass.c: PASS_PROBE, PASS_CONTROL or 0 */
@@ -341,6 +353,10 @@ extern atomic_long proxy_fds_usable;
 void proxy_fds_setup(void);
 /* The pass counter (PROXY_TURN_BYTES); 0 or a libuv error. */
 int proxy_turns_start(struct proxy_loop *loop);
+/* Queues c, parked over its proxy's turn budget, to be resumed (with
+ * conn_resume) in a later pass; unpark takes it out (c is closing). */
+void proxy_loop_park(struct conn *c);
+void proxy_loop_unpark(struct conn *c);
 
 /* proxy_listen.c */
 int proxy_listen_unix(struct proxy *p, const char *path, char *err,
@@ -426,6 +442,8 @@ void proxy_unref(struct proxy *p);
 /* proxy_conn.c, used by the relay */
 void conn_close(struct conn *c);
 void conn_update_reads(struct conn *c);
+/* A parked connection's turn has come: its reads start again. */
+void conn_resume(struct conn *c);
 void conn_fail(struct conn *c, int status, const char *type, const char *code,
                const char *reason);
 void conn_forward_done(struct conn *c);

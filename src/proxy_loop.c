@@ -70,10 +70,54 @@ static void forget_loops_in_child(void)
     luv_loop = NULL;
 }
 
+void proxy_loop_park(struct conn *c)
+{
+    struct proxy_loop *loop = c->px->loop;
+    if (c->in_park)
+        return;
+    c->in_park = true;
+    c->park_next = NULL;
+    c->park_prev = loop->park_tail;
+    if (loop->park_tail)
+        loop->park_tail->park_next = c;
+    else
+        loop->park_head = c;
+    loop->park_tail = c;
+}
+
+void proxy_loop_unpark(struct conn *c)
+{
+    struct proxy_loop *loop = c->px->loop;
+    if (!c->in_park)
+        return;
+    c->in_park = false;
+    if (c->park_prev)
+        c->park_prev->park_next = c->park_next;
+    else
+        loop->park_head = c->park_next;
+    if (c->park_next)
+        c->park_next->park_prev = c->park_prev;
+    else
+        loop->park_tail = c->park_prev;
+    c->park_prev = c->park_next = NULL;
+}
+
+/* Before each poll: the oldest parked connections read again (a resumed
+ * one that finds its proxy's budget spent again goes to the back). */
+static void resume_parked(struct proxy_loop *loop)
+{
+    for (unsigned i = 0; i < PROXY_RESUME_PER_TURN && loop->park_head; i++) {
+        struct conn *c = loop->park_head;
+        proxy_loop_unpark(c);
+        conn_resume(c);
+    }
+}
+
 static void on_turn(uv_prepare_t *h)
 {
     struct proxy_loop *loop = h->data;
     loop->turn++;
+    resume_parked(loop);
 }
 
 int proxy_turns_start(struct proxy_loop *loop)
@@ -96,10 +140,17 @@ static void global_init(void)
 
 static int run_cmd(struct proxy *p, enum proxy_cmd cmd)
 {
-    if (cmd == PROXY_CMD_OPEN)
-        return proxy_start(p);
-    if (cmd == PROXY_CMD_CLOSE)
+    if (cmd == PROXY_CMD_OPEN) {
+        int r = proxy_start(p);
+        if (r == 0)
+            p->loop->serving++;
+        return r;
+    }
+    if (cmd == PROXY_CMD_CLOSE) {
+        if (!p->closing)
+            p->loop->serving--;
         proxy_stop(p);
+    }
     return 0;
 }
 
