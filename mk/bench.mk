@@ -1,7 +1,9 @@
 # make bench: the shared proxy benchmark with this project's proxy plugged in
 # (TCP, unix socket, luv mode) next to its peers and to a floor relay (the
 # cheapest CONNECT relay, bench/floor-relay.c), the bridge's cost, and the
-# start cost of a deny launch. Results go to bench/results/. Loads the
+# start cost of a deny launch, and the noisy neighbour (one session's
+# latency while another floods its proxy; `make bench-noisy` runs it
+# alone). Results go to bench/results/. Loads the
 # machine for minutes (QUICK=1: about 2-3). The shared folder is read-only:
 # the harness is copied to $(BENCH_RUN) and built there.
 SHARED    ?= ../shared
@@ -9,9 +11,12 @@ BENCH_RUN ?= /tmp/isolation-bench
 QUICK     ?=
 REPEAT    ?=
 
-.PHONY: bench
+.PHONY: bench bench-noisy
 bench: all $(BUILD)/floor-relay
 	QUICK='$(QUICK)' REPEAT='$(REPEAT)' SHARED='$(abspath $(SHARED))' BENCH_RUN='$(BENCH_RUN)' bench/bench.sh
 
 $(BUILD)/floor-relay: bench/floor-relay.c | $(BUILD)/obj
 	$(CC) -std=c11 $(WARN) -O2 -o $@ $<
+
+bench-noisy: all
+	QUICK='$(QUICK)' SHARED='$(abspath $(SHARED))' bench/noisy.sh $(if $(BENCH_OUT),--out '$(BENCH_OUT)')
