@@ -17,7 +17,8 @@
 #
 # usage: bench/noisy.sh [--out FILE]   (QUICK=1: 30 exchanges of B per row,
 #        else 100; NOISY_ROWS="bulk:64 pipe:1024": only those attacks;
-#        NOISY_SHARE=0: no shared-loop rows)
+#        NOISY_SHARE=0: no shared-loop rows; NOISY_BASE=DIR: a third row per
+#        attack with DIR/isolation.so, another build, e.g. one from before)
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -34,7 +35,7 @@ QUICK=${QUICK:-}
 [ "$QUICK" = 0 ] && QUICK=
 if [ -n "$QUICK" ]; then B_N=${B_N:-30}; else B_N=${B_N:-100}; fi
 ROWS=${NOISY_ROWS:-bulk:64 bulk:512 pipe:1024 pipe:2048}
-SHARE=${NOISY_SHARE:-1}
+SHARE_ROWS=${NOISY_SHARE:-1}
 OUT=${OUT:-$REPO/bench/results/bench-$(date +%F).md}
 # The hold covers the quiet series, B's series and a margin.
 HOLD=$(((B_N * 60 + 999) / 1000 + 8))
@@ -49,12 +50,15 @@ command -v lua5.4 >/dev/null || { echo "noisy.sh: lua5.4 missing" >&2; exit 2; }
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-# run MODE COUNT SHARE: the orchestrator's "key value" lines
+BASE=${NOISY_BASE:-}
+[ -z "$BASE" ] || [ -f "$BASE/isolation.so" ] || { echo "noisy.sh: no $BASE/isolation.so" >&2; exit 2; }
+
+# run MODE COUNT SHARE [SO_DIR]: the orchestrator's "key value" lines
 run() {
     local dir out
     dir=$(mktemp -d)
     out=$(cd "$REPO" && FLOOD_B_N=$B_N FLOOD_HOLD_S=$HOLD FLOOD_SHARE=$3 \
-        LUA_PATH="lua/?.lua;spec/?.lua;;" LUA_CPATH="build/?.so;;" \
+        LUA_PATH="lua/?.lua;spec/?.lua;;" LUA_CPATH="${4:-build}/?.so;;" \
         timeout 90 lua5.4 spec/support/flood_orchestrator.lua "$dir" "$1" "$2" $(($2 * 2 + 64)) 2>&1)
     rm -rf "$dir"
     printf '%s\n' "$out"
@@ -87,11 +91,15 @@ log "noisy neighbour (B: $B_N exchanges per row) -> $OUT"
 } >"$TMP"
 rc=0
 for row in $ROWS; do
-    for share in 0 $([ "$SHARE" = 1 ] && echo 1); do
+    for share in 0 $([ "$SHARE_ROWS" = 1 ] && echo 1) ${BASE:+base}; do
         mode=${row%%:*} count=${row#*:}
-        where=$([ "$share" = 1 ] && echo "A's (shared)" || echo "its own")
+        case $share in
+            1) where="A's (shared)" ;;
+            base) where="base build's" ;;
+            *) where="its own" ;;
+        esac
         log "  A: $(label "$row"); B on $where loop"
-        r=$(run "$mode" "$count" "$share")
+        if [ "$share" = base ]; then r=$(run "$mode" "$count" 0 "$BASE"); else r=$(run "$mode" "$count" "$share"); fi
         q=$(val "$r" quiet_p50_ms) p=$(val "$r" b_p50_ms) m=$(val "$r" b_max_ms)
         ok=$(val "$r" b_ok) mb=$(val "$r" a_mb_per_s)
         if [ -z "$p" ] || [ -z "$q" ]; then
@@ -113,7 +121,10 @@ done
     echo "flood starts; \"its own\" loop: B on a different loop thread of the pool"
     echo "(2 sessions, 2 CPUs); \"A's (shared)\": filler proxies took the pool's other"
     echo "loops first, so B shares A's loop thread (only the per-pass byte budget"
-    echo "between them). The machine is shared: compare rows of one run."
+    base_note=
+    [ -n "$BASE" ] && base_note="; \"base build's\": the same with $BASE/isolation.so"
+    echo "between them)$base_note."
+    echo "The machine is shared: compare rows of one run."
 } >>"$TMP"
 put_section "$OUT" noisy-neighbour "$TMP"
 log "results in $OUT"
