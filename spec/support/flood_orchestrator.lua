@@ -9,6 +9,12 @@
 -- FLOOD_SHARE=1 B on A's loop thread (fillers take the pool's other loops
 -- first), FLOOD_COUNT_LOOPS=1 print the loop threads each proxy added.
 local uv = require("luv")
+-- B's client may write to a connection its proxy has just closed (the
+-- emfile run: libuv's reserve descriptor accepts and closes): EPIPE for
+-- that write, not a SIGPIPE that ends this process.
+local sigpipe = uv.new_signal()
+sigpipe:start("sigpipe", function() end)
+sigpipe:unref()
 
 local dir, mode, count = arg[1], arg[2], tonumber(arg[3])
 local maxconn, limit = tonumber(arg[4]) or 256, arg[5]
@@ -172,6 +178,7 @@ local function finish()
     out("rss_after", rss_kib())
     b:close()
     echo:close()
+    sigpipe:close()
     uv.stop()
   end)
 end
