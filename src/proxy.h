@@ -71,7 +71,7 @@
  * (one pass) while it shares its loop with another proxy: past either,
  * its connections' reads wait (parked) for a later turn, and the other
  * proxies' connections are served in between. */
-#define PROXY_TURN_BYTES (1u << 20)
+#define PROXY_TURN_BYTES (256u << 10) /* four RELAY_BUF_SIZE reads */
 #define PROXY_TURN_READS 64
 /* Parked connections the loop resumes per pass, oldest first. */
 #define PROXY_RESUME_PER_TURN 64
