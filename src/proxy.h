@@ -223,8 +223,11 @@ struct proxy_loop {
     unsigned live, peak;    /* connections not yet freed; their recent peak */
     uv_prepare_t turn_prep; /* counts the loop's passes */
     uint64_t turn;
-    /* Connections parked over their proxy's turn budget, oldest first. */
+    /* Connections parked over their proxy's turn budget, oldest first;
+     * the idle handle runs while there are any (resuming them, and keeping
+     * the poll from waiting while they wait). */
     struct conn *park_head, *park_tail;
+    uv_idle_t park_idle;
 
     /* Thread mode. */
     unsigned slot; /* in the pool of loop threads */
@@ -351,8 +354,10 @@ extern atomic_long proxy_fds_used;
 extern atomic_long proxy_fds_usable;
 /* Raises RLIMIT_NOFILE's soft limit to the hard one, sets the pool. */
 void proxy_fds_setup(void);
-/* The pass counter (PROXY_TURN_BYTES); 0 or a libuv error. */
+/* The pass counter (PROXY_TURN_BYTES) and the parked connections' idle
+ * handle; 0 or a libuv error. turns_close closes both. */
 int proxy_turns_start(struct proxy_loop *loop);
+void proxy_turns_close(struct proxy_loop *loop);
 /* Queues c, parked over its proxy's turn budget, to be resumed (with
  * conn_resume) in a later pass; unpark takes it out (c is closing). */
 void proxy_loop_park(struct conn *c);

@@ -70,6 +70,8 @@ static void forget_loops_in_child(void)
     luv_loop = NULL;
 }
 
+static void on_park_idle(uv_idle_t *h);
+
 void proxy_loop_park(struct conn *c)
 {
     struct proxy_loop *loop = c->px->loop;
@@ -83,6 +85,8 @@ void proxy_loop_park(struct conn *c)
     else
         loop->park_head = c;
     loop->park_tail = c;
+    if (!uv_is_active((uv_handle_t *)&loop->park_idle))
+        uv_idle_start(&loop->park_idle, on_park_idle);
 }
 
 void proxy_loop_unpark(struct conn *c)
@@ -100,12 +104,18 @@ void proxy_loop_unpark(struct conn *c)
     else
         loop->park_tail = c->park_prev;
     c->park_prev = c->park_next = NULL;
+    if (!loop->park_head)
+        uv_idle_stop(&loop->park_idle);
 }
 
 /* Before each poll: the oldest parked connections read again (a resumed
- * one that finds its proxy's budget spent again goes to the back). */
-static void resume_parked(struct proxy_loop *loop)
+ * one that finds its proxy's budget spent again goes to the back). While
+ * any wait, the idle handle keeps the poll from blocking: a pass whose
+ * resumed connections bring no event must not leave the rest parked
+ * until some timer. */
+static void on_park_idle(uv_idle_t *h)
 {
+    struct proxy_loop *loop = h->data;
     for (unsigned i = 0; i < PROXY_RESUME_PER_TURN && loop->park_head; i++) {
         struct conn *c = loop->park_head;
         proxy_loop_unpark(c);
@@ -117,7 +127,6 @@ static void on_turn(uv_prepare_t *h)
 {
     struct proxy_loop *loop = h->data;
     loop->turn++;
-    resume_parked(loop);
 }
 
 int proxy_turns_start(struct proxy_loop *loop)
@@ -128,7 +137,18 @@ int proxy_turns_start(struct proxy_loop *loop)
     loop->turn_prep.data = loop;
     uv_prepare_start(&loop->turn_prep, on_turn);
     uv_unref((uv_handle_t *)&loop->turn_prep); /* keeps no loop alive */
+    uv_idle_init(&loop->uv, &loop->park_idle);
+    loop->park_idle.data = loop;
+    uv_unref((uv_handle_t *)&loop->park_idle);
     return 0;
+}
+
+void proxy_turns_close(struct proxy_loop *loop)
+{
+    if (uv_is_closing((uv_handle_t *)&loop->turn_prep))
+        return;
+    uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+    uv_close((uv_handle_t *)&loop->park_idle, NULL);
 }
 
 static void global_init(void)
@@ -183,7 +203,7 @@ static void on_async(uv_async_t *a)
         rev = next;
     }
     if (stop) {
-        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+        proxy_turns_close(loop);
         uv_close((uv_handle_t *)&loop->async, NULL);
     }
 }
@@ -216,7 +236,7 @@ static struct proxy_loop *thread_loop_start(char *err, size_t errcap)
     if (r == 0) {
         r = uv_async_init(&loop->uv, &loop->async, on_async);
         if (r != 0) {
-            uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+            proxy_turns_close(loop);
             uv_run(&loop->uv, UV_RUN_DEFAULT);
             uv_loop_close(&loop->uv);
         }
@@ -232,7 +252,7 @@ static struct proxy_loop *thread_loop_start(char *err, size_t errcap)
     r = uv_thread_create(&loop->thread, thread_main, loop);
     if (r != 0) {
         snprintf(err, errcap, "isolation: proxy thread: %s", uv_strerror(r));
-        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+        proxy_turns_close(loop);
         uv_close((uv_handle_t *)&loop->async, NULL);
         uv_run(&loop->uv, UV_RUN_DEFAULT);
         uv_loop_close(&loop->uv);
@@ -349,8 +369,7 @@ static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
  * (A lookup still in the thread pool keeps it, and it stays allocated.) */
 static void luv_loop_free(struct proxy_loop *loop)
 {
-    if (!uv_is_closing((uv_handle_t *)&loop->turn_prep))
-        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+    proxy_turns_close(loop);
     for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
         luv_run_private(loop);
     if (luv_loop == loop)
@@ -503,7 +522,7 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
         luaL_unref(L, LUA_REGISTRYINDEX, loop->poll_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->drive_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->luv_ref);
-        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+        proxy_turns_close(loop);
         uv_run(&loop->uv, UV_RUN_NOWAIT);
         uv_loop_close(&loop->uv);
         free(loop);
