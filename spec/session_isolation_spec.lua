@@ -136,6 +136,68 @@ describe("session isolation: loop threads", function()
     helpers.rmtree(dir)
   end)
 
+  it("proxies sharing a loop: all of A's 400 connections of 10 pipelined GETs are answered to the end"
+    .. " while its reads past the per-pass budget are parked and resumed", function()
+    local isolation = require("isolation")
+    local dir = helpers.tmpdir()
+    -- Every loop of the pool gets a filler, so A shares the first one.
+    local fillers = {}
+    for i = 1, pool_size() do
+      fillers[i] = assert(isolation.proxy({ allow = {}, unix = dir .. "/f" .. i .. ".sock" }))
+    end
+    local before = threads()
+    local a = assert(isolation.proxy({ allow = { "127.0.0.1" }, unix = dir .. "/a.sock", max_connections = 1024 }))
+    assert.equal(before, threads()) -- no new loop thread: A shares one
+    local srv = uv.new_tcp()
+    assert(srv:bind("127.0.0.1", 0))
+    assert(srv:listen(1024, function()
+      local c = uv.new_tcp()
+      srv:accept(c)
+      local buf = ""
+      c:read_start(function(err, data)
+        if err or not data then c:close() return end
+        buf = buf .. data
+        local n = 0
+        buf = buf:gsub(".-\r\n\r\n", function() n = n + 1 return "" end)
+        if n > 0 then c:write(string.rep("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", n)) end
+      end)
+    end))
+    local at = "127.0.0.1:" .. srv:getsockname().port
+    local gets = string.rep("GET http://" .. at .. "/ HTTP/1.1\r\nHost: " .. at .. "\r\n\r\n", 10)
+    local conns, done, failed = 400, 0, 0
+    for _ = 1, conns do
+      local c, got = uv.new_pipe(false), 0
+      c:connect(dir .. "/a.sock", function(err)
+        if err then failed = failed + 1 c:close() return end
+        c:read_start(function(rerr, data)
+          if rerr or not data then
+            failed = failed + 1
+            c:close()
+            return
+          end
+          local _, n = data:gsub("\r\n\r\nok", "")
+          got = got + n
+          if got == 10 then
+            done = done + 1
+            c:close()
+          end
+        end)
+        c:write(gets)
+      end)
+    end
+    local W = require("support.proxy")
+    W.run_until(function() return done + failed == conns end, 30)
+    local st = a:stats()
+    a:close()
+    for _, f in ipairs(fillers) do f:close() end
+    srv:close()
+    uv.run("nowait")
+    helpers.rmtree(dir)
+    assert.equal(0, failed)
+    assert.equal(conns, done)
+    assert.equal(conns * 10, st.allowed)
+  end)
+
   -- A's flood of its own proxy must not starve B: B's back-to-back
   -- CONNECT+echo exchanges all succeed, and all of them are done while A
   -- still floods (its agent floods for 8 s; B's 200 take about 0.1 s
