@@ -2,7 +2,8 @@
 # bench/bench.sh - `make bench`: the shared proxy benchmark with the
 # project's proxy plugged in (TCP and unix socket) next to tinyproxy, squid,
 # asrt and asrt-uds; the shared sandbox start cost; then the project's own
-# bridge.sh and startup.sh. Results: bench/results/bench-YYYY-MM-DD.md.
+# bridge.sh, startup.sh and noisy.sh. Results:
+# bench/results/bench-YYYY-MM-DD.md.
 #
 #   QUICK=1        the harness's --quick, fewer runs everywhere (~2-3 min)
 #   SHARED=DIR     where the shared folder is (../shared from the repo root)
@@ -61,5 +62,7 @@ log "SOCKS5 next to HTTP CONNECT -> $OUT"
 "$REPO/bench/socks.sh" --out "$OUT" || rc=1
 log "deny launch start cost -> $OUT"
 "$REPO/bench/startup.sh" --out "$OUT" ${QUICK:+--runs 10} || rc=1
+log "noisy neighbour -> $OUT"
+"$REPO/bench/noisy.sh" --out "$OUT" || rc=1
 log "results in $OUT"
 exit $rc

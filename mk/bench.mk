@@ -1,7 +1,9 @@
 # make bench: the shared proxy benchmark with this project's proxy plugged in
 # (TCP, unix socket, luv mode) next to its peers and to a floor relay (the
 # cheapest CONNECT relay, bench/floor-relay.c), the bridge's cost, and the
-# start cost of a deny launch. Results go to bench/results/. Loads the
+# start cost of a deny launch, and the noisy neighbour (one session's
+# latency while another floods its proxy; `make bench-noisy` runs it
+# alone). Results go to bench/results/. Loads the
 # machine for minutes (QUICK=1: about 2-3). The shared folder is read-only:
 # the harness is copied to $(BENCH_RUN) and built there.
 SHARED    ?= ../shared
@@ -9,7 +11,7 @@ BENCH_RUN ?= /tmp/isolation-bench
 QUICK     ?=
 REPEAT    ?=
 
-.PHONY: bench
+.PHONY: bench bench-noisy
 bench: all $(BUILD)/floor-relay $(BUILD)/socks-load
 	QUICK='$(QUICK)' REPEAT='$(REPEAT)' SHARED='$(abspath $(SHARED))' BENCH_RUN='$(BENCH_RUN)' bench/bench.sh
 
@@ -19,3 +21,6 @@ $(BUILD)/floor-relay: bench/floor-relay.c | $(BUILD)/obj
 # bench/socks.sh's client: the same tunnel through SOCKS5 and HTTP CONNECT
 $(BUILD)/socks-load: bench/socks-load.c | $(BUILD)/obj
 	$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $<
+
+bench-noisy: all
+	QUICK='$(QUICK)' SHARED='$(abspath $(SHARED))' bench/noisy.sh $(if $(BENCH_OUT),--out '$(BENCH_OUT)')

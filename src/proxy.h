@@ -69,10 +69,17 @@
 /* A loop whose connections fell to a quarter of a peak of at least this
  * many gives the freed memory back (malloc_trim, its buffer pools). */
 #define PROXY_TRIM_PEAK 128
-/* Tunnel bytes one proxy may read in one turn of the loop (one pass):
- * past it, its tunnels' reads wait for the next
- * turn, and the other proxies' connections are served in between. */
-#define PROXY_TURN_BYTES (1u << 20)
+/* Tunnel bytes, and reads, one proxy may take in one turn of the loop
+ * (one pass) while it shares its loop with another proxy: past either,
+ * its connections' reads wait (parked) for a later turn, and the other
+ * proxies' connections are served in between. */
+#define PROXY_TURN_BYTES (256u << 10) /* four RELAY_BUF_SIZE reads */
+#define PROXY_TURN_READS 64
+/* Parked connections the loop resumes per pass, oldest first. */
+#define PROXY_RESUME_PER_TURN 64
+/* Loop threads thread-mode proxies are spread over (proxy_loop.c): at most
+ * this many, and no more than the CPUs (but at least 2). */
+#define PROXY_LOOP_THREADS 4
 
 struct proxy;
 struct proxy_loop;
@@ -170,6 +177,7 @@ struct proxy {
     bool counted_open;   /* counted among the process's open proxies */
     uint64_t turn;       /* the loop turn turn_bytes counts */
     uint64_t turn_bytes; /* tunnel bytes read in that turn */
+    unsigned turn_reads; /* reads of its connections in that turn */
     unsigned npass;      /* listeners handed over and held (proxy_pass.c) */
 
     /* Commands from the Lua thread (thread mode waits under loop->mu). */
@@ -198,6 +206,8 @@ struct proxy_loop {
     uv_loop_t uv;
     enum proxy_mode mode;
     unsigned nproxies;
+    unsigned
+        serving; /* proxies started and not closed (the loop's own count) */
     struct relay_buf *pool;
     unsigned npool;
     struct relay_buf *bigpool; /* RELAY_BIG_SIZE buffers */
@@ -205,8 +215,15 @@ struct proxy_loop {
     unsigned live, peak;    /* connections not yet freed; their recent peak */
     uv_prepare_t turn_prep; /* counts the loop's passes */
     uint64_t turn;
+    /* Connections parked over their proxy's turn budget, oldest first;
+     * the idle handle runs while there are any (resuming them, and keeping
+     * the poll from waiting while they wait). */
+    struct conn *park_head, *park_tail;
+    uv_idle_t park_idle;
 
     /* Thread mode. */
+    unsigned slot; /* in the pool of loop threads */
+    bool stopping;
     uv_thread_t thread;
     uv_async_t async;
     uv_mutex_t mu;
@@ -237,8 +254,14 @@ extern atomic_long proxy_fds_used;
 extern atomic_long proxy_fds_usable;
 /* Raises RLIMIT_NOFILE's soft limit to the hard one, sets the pool. */
 void proxy_fds_setup(void);
-/* The pass counter (PROXY_TURN_BYTES); 0 or a libuv error. */
+/* The pass counter (PROXY_TURN_BYTES) and the parked connections' idle
+ * handle; 0 or a libuv error. turns_close closes both. */
 int proxy_turns_start(struct proxy_loop *loop);
+void proxy_turns_close(struct proxy_loop *loop);
+/* Queues c, parked over its proxy's turn budget, to be resumed (with
+ * conn_resume) in a later pass; unpark takes it out (c is closing). */
+void proxy_loop_park(struct conn *c);
+void proxy_loop_unpark(struct conn *c);
 
 /* proxy_listen.c */
 int proxy_listen_unix(struct proxy *p, const char *path, char *err,

@@ -2,8 +2,9 @@
  * proxy_conn.h - one client connection (struct conn), its buffers, and what
  * the files that handle its bytes share: proxy_conn.c (heads, dialing,
  * replies), proxy_relay.c (moving bytes) and proxy_buf.c (its buffers),
- * proxy_socks.c and proxy_pass.c (other first bytes), and proxy_event.c
- * (an event names its connection's request).
+ * proxy_socks.c and proxy_pass.c (other first bytes), proxy_event.c
+ * (an event names its connection's request), and proxy_loop.c (the loop's
+ * queue of parked connections, resumed oldest first).
  */
 #ifndef ISOLATION_PROXY_CONN_H
 #define ISOLATION_PROXY_CONN_H
@@ -109,6 +110,9 @@ struct conn {
     bool head_over;  /* its head would pass the proxy's PROXY_HEAD_BUDGET */
     bool fd_client, fd_up; /* counted in the descriptor pool */
     bool deferred[2]; /* by side: a read put off to the proxy's next turn */
+    bool parked[2];   /* by side: stopped until the loop resumes c */
+    bool in_park;     /* in the loop's queue of parked connections */
+    struct conn *park_prev, *park_next;
     int last_err;
     bool client_unix; /* the client came on a unix socket (else TCP) */
     uint8_t pass;     /* proxy_pass.c: PASS_PROBE, PASS_CONTROL or 0 */
@@ -160,6 +164,8 @@ void proxy_pass_conn_closed(struct conn *c);
 
 /* proxy_conn.c, used by the relay */
 void conn_update_reads(struct conn *c);
+/* A parked connection's turn has come: its reads start again. */
+void conn_resume(struct conn *c);
 void conn_fail(struct conn *c, int status, const char *type, const char *code,
                const char *reason);
 void conn_forward_done(struct conn *c);

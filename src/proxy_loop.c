@@ -2,10 +2,14 @@
  * proxy_loop.c - the module's private uv loops. Proxies never put a handle
  * on luv's loop (luv 1.44 crashes on handles it did not create).
  *
- * Thread mode: one background thread with its own loop serves every
- * thread-mode proxy of the process; it starts with the first and is joined
- * when the last closes. The Lua thread sends commands through a uv_async_t
- * and waits for each to finish, so errors are reported synchronously.
+ * Thread mode: a small pool of background threads (PROXY_LOOP_THREADS at
+ * most), each with its own loop, serves the thread-mode proxies of the
+ * process; a new proxy goes to the loop with the fewest proxies, starting
+ * one if the pool has room, and a loop is joined when its last proxy
+ * closes. Never a thread per proxy: past the pool's size, proxies share
+ * loops (and the per-pass byte budget keeps them apart). The Lua thread
+ * sends commands through a uv_async_t and waits for each to finish, so
+ * errors are reported synchronously.
  *
  * luv mode: a second private loop, run with UV_RUN_NOWAIT on the Lua
  * thread whenever its backend fd is readable (a luv poll handle) or its
@@ -20,8 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "proxy.h"
+#include "proxy_conn.h" /* the queue of parked connections */
 
 atomic_long proxy_fds_used;
 atomic_long proxy_fds_usable = 1L << 30;
@@ -54,15 +60,68 @@ void proxy_fds_setup(void)
 
 static uv_once_t global_once = UV_ONCE_INIT;
 static uv_mutex_t global_mu;
-static struct proxy_loop *thread_loop;
+static struct proxy_loop *thread_loops[PROXY_LOOP_THREADS];
 static struct proxy_loop *luv_loop;
 
 /* A forked child has no background thread and must not wait for one: its
- * first proxy starts a loop of its own (the parent's copy is abandoned). */
+ * first proxy starts a loop of its own (the parent's copies are abandoned). */
 static void forget_loops_in_child(void)
 {
-    thread_loop = NULL;
+    memset(thread_loops, 0, sizeof thread_loops);
     luv_loop = NULL;
+}
+
+static void on_park_idle(uv_idle_t *h);
+
+void proxy_loop_park(struct conn *c)
+{
+    struct proxy_loop *loop = c->px->loop;
+    if (c->in_park)
+        return;
+    c->in_park = true;
+    c->park_next = NULL;
+    c->park_prev = loop->park_tail;
+    if (loop->park_tail)
+        loop->park_tail->park_next = c;
+    else
+        loop->park_head = c;
+    loop->park_tail = c;
+    if (!uv_is_active((uv_handle_t *)&loop->park_idle))
+        uv_idle_start(&loop->park_idle, on_park_idle);
+}
+
+void proxy_loop_unpark(struct conn *c)
+{
+    struct proxy_loop *loop = c->px->loop;
+    if (!c->in_park)
+        return;
+    c->in_park = false;
+    if (c->park_prev)
+        c->park_prev->park_next = c->park_next;
+    else
+        loop->park_head = c->park_next;
+    if (c->park_next)
+        c->park_next->park_prev = c->park_prev;
+    else
+        loop->park_tail = c->park_prev;
+    c->park_prev = c->park_next = NULL;
+    if (!loop->park_head)
+        uv_idle_stop(&loop->park_idle);
+}
+
+/* Before each poll: the oldest parked connections read again (a resumed
+ * one that finds its proxy's budget spent again goes to the back). While
+ * any wait, the idle handle keeps the poll from blocking: a pass whose
+ * resumed connections bring no event must not leave the rest parked
+ * until some timer. */
+static void on_park_idle(uv_idle_t *h)
+{
+    struct proxy_loop *loop = h->data;
+    for (unsigned i = 0; i < PROXY_RESUME_PER_TURN && loop->park_head; i++) {
+        struct conn *c = loop->park_head;
+        proxy_loop_unpark(c);
+        conn_resume(c);
+    }
 }
 
 static void on_turn(uv_prepare_t *h)
@@ -79,7 +138,18 @@ int proxy_turns_start(struct proxy_loop *loop)
     loop->turn_prep.data = loop;
     uv_prepare_start(&loop->turn_prep, on_turn);
     uv_unref((uv_handle_t *)&loop->turn_prep); /* keeps no loop alive */
+    uv_idle_init(&loop->uv, &loop->park_idle);
+    loop->park_idle.data = loop;
+    uv_unref((uv_handle_t *)&loop->park_idle);
     return 0;
+}
+
+void proxy_turns_close(struct proxy_loop *loop)
+{
+    if (uv_is_closing((uv_handle_t *)&loop->turn_prep))
+        return;
+    uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+    uv_close((uv_handle_t *)&loop->park_idle, NULL);
 }
 
 static void global_init(void)
@@ -91,16 +161,21 @@ static void global_init(void)
 
 static int run_cmd(struct proxy *p, enum proxy_cmd cmd)
 {
-    if (cmd == PROXY_CMD_OPEN)
-        return proxy_start(p);
-    if (cmd == PROXY_CMD_CLOSE)
+    if (cmd == PROXY_CMD_OPEN) {
+        int r = proxy_start(p);
+        if (r == 0)
+            p->loop->serving++;
+        return r;
+    }
+    if (cmd == PROXY_CMD_CLOSE) {
+        if (!p->closing)
+            p->loop->serving--;
         proxy_stop(p);
+    }
     return 0;
 }
 
 /* ---- thread mode ---- */
-
-static bool thread_stopping;
 
 static void on_async(uv_async_t *a)
 {
@@ -108,7 +183,7 @@ static void on_async(uv_async_t *a)
     uv_mutex_lock(&loop->mu);
     struct proxy *list = loop->cmds;
     loop->cmds = NULL;
-    bool stop = thread_stopping;
+    bool stop = loop->stopping;
     uv_mutex_unlock(&loop->mu);
     /* Commands were pushed in front: run them in the order they came. */
     struct proxy *rev = NULL;
@@ -129,7 +204,7 @@ static void on_async(uv_async_t *a)
         rev = next;
     }
     if (stop) {
-        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+        proxy_turns_close(loop);
         uv_close((uv_handle_t *)&loop->async, NULL);
     }
 }
@@ -162,7 +237,7 @@ static struct proxy_loop *thread_loop_start(char *err, size_t errcap)
     if (r == 0) {
         r = uv_async_init(&loop->uv, &loop->async, on_async);
         if (r != 0) {
-            uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+            proxy_turns_close(loop);
             uv_run(&loop->uv, UV_RUN_DEFAULT);
             uv_loop_close(&loop->uv);
         }
@@ -175,11 +250,10 @@ static struct proxy_loop *thread_loop_start(char *err, size_t errcap)
     loop->async.data = loop;
     uv_mutex_init(&loop->mu);
     uv_cond_init(&loop->cond);
-    thread_stopping = false;
     r = uv_thread_create(&loop->thread, thread_main, loop);
     if (r != 0) {
         snprintf(err, errcap, "isolation: proxy thread: %s", uv_strerror(r));
-        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+        proxy_turns_close(loop);
         uv_close((uv_handle_t *)&loop->async, NULL);
         uv_run(&loop->uv, UV_RUN_DEFAULT);
         uv_loop_close(&loop->uv);
@@ -194,7 +268,7 @@ static struct proxy_loop *thread_loop_start(char *err, size_t errcap)
 static void thread_loop_stop(struct proxy_loop *loop)
 {
     uv_mutex_lock(&loop->mu);
-    thread_stopping = true;
+    loop->stopping = true;
     uv_mutex_unlock(&loop->mu);
     uv_async_send(&loop->async);
     /* Returns once every handle is closed; a lookup still running in
@@ -296,8 +370,7 @@ static void luv_rearm(lua_State *L, struct proxy_loop *loop, bool in_timer)
  * (A lookup still in the thread pool keeps it, and it stays allocated.) */
 static void luv_loop_free(struct proxy_loop *loop)
 {
-    if (!uv_is_closing((uv_handle_t *)&loop->turn_prep))
-        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+    proxy_turns_close(loop);
     for (int i = 0; i < 64 && uv_loop_alive(&loop->uv); i++)
         luv_run_private(loop);
     if (luv_loop == loop)
@@ -450,7 +523,7 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
         luaL_unref(L, LUA_REGISTRYINDEX, loop->poll_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->drive_ref);
         luaL_unref(L, LUA_REGISTRYINDEX, loop->luv_ref);
-        uv_close((uv_handle_t *)&loop->turn_prep, NULL);
+        proxy_turns_close(loop);
         uv_run(&loop->uv, UV_RUN_NOWAIT);
         uv_loop_close(&loop->uv);
         free(loop);
@@ -471,6 +544,53 @@ static struct proxy_loop *luv_loop_start(lua_State *L, int luv_idx, char *err,
     return loop;
 }
 
+/* How many loop threads the pool may run: one per CPU, at most
+ * PROXY_LOOP_THREADS, at least 2. One loop serves a flooding proxy's ready
+ * sockets before every pass of a quiet one (0.1-1 ms per pass under 512
+ * bulk tunnels, several passes per request); on a loop of its own the
+ * quiet proxy's thread, mostly asleep, is run as soon as it wakes, even
+ * when the kernel has fewer CPUs than busy threads. */
+static unsigned pool_size(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 2)
+        return 2;
+    return n > PROXY_LOOP_THREADS ? PROXY_LOOP_THREADS : (unsigned)n;
+}
+
+/* Under global_mu: the loop a new proxy joins. An empty slot while the
+ * pool has room and every running loop has a proxy; else the running loop
+ * with the fewest proxies (the earliest of equals). */
+static struct proxy_loop *thread_loop_pick(char *err, size_t errcap)
+{
+    unsigned size = pool_size();
+    struct proxy_loop *best = NULL;
+    int free_slot = -1;
+    for (unsigned i = 0; i < size; i++) {
+        struct proxy_loop *l = thread_loops[i];
+        if (!l) {
+            if (free_slot < 0)
+                free_slot = (int)i;
+        } else if (!best || l->nproxies < best->nproxies) {
+            best = l;
+        }
+    }
+    if (free_slot < 0 || (best && best->nproxies == 0))
+        return best;
+    bool first = true;
+    for (unsigned i = 0; i < PROXY_LOOP_THREADS; i++)
+        if (thread_loops[i])
+            first = false;
+    if (first)
+        proxy_fds_setup();
+    struct proxy_loop *loop = thread_loop_start(err, errcap);
+    if (!loop)
+        return best; /* a thread that cannot start: share a running loop */
+    loop->slot = (unsigned)free_slot;
+    thread_loops[free_slot] = loop;
+    return loop;
+}
+
 /* ---- both ---- */
 
 struct proxy_loop *proxy_loop_acquire(lua_State *L, enum proxy_mode mode,
@@ -480,11 +600,7 @@ struct proxy_loop *proxy_loop_acquire(lua_State *L, enum proxy_mode mode,
     struct proxy_loop *loop;
     if (mode == PROXY_THREAD) {
         uv_mutex_lock(&global_mu);
-        if (!thread_loop) {
-            proxy_fds_setup();
-            thread_loop = thread_loop_start(err, errcap);
-        }
-        loop = thread_loop;
+        loop = thread_loop_pick(err, errcap);
         if (loop)
             loop->nproxies++;
         uv_mutex_unlock(&global_mu);
@@ -533,7 +649,8 @@ void proxy_loop_release(lua_State *L, struct proxy *p)
     if (loop->mode == PROXY_THREAD) {
         uv_mutex_lock(&global_mu);
         if (--loop->nproxies == 0) {
-            thread_loop = NULL;
+            if (thread_loops[loop->slot] == loop)
+                thread_loops[loop->slot] = NULL;
             thread_loop_stop(loop);
         }
         uv_mutex_unlock(&global_mu);

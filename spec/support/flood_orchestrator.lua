@@ -4,7 +4,17 @@
 -- B makes CONNECT+echo exchanges throughout; the results are printed as
 -- "key value" lines. NOFILE: this process's RLIMIT_NOFILE (soft and
 -- hard), lowered once the agent is started (the agent keeps its own).
+-- Environment: FLOOD_B_N B's exchanges under load (30), FLOOD_B_GAP_MS the
+-- pause between them (20), FLOOD_HOLD_S how long the agent floods (8),
+-- FLOOD_SHARE=1 B on A's loop thread (fillers take the pool's other loops
+-- first), FLOOD_COUNT_LOOPS=1 print the loop threads each proxy added.
 local uv = require("luv")
+-- B's client may write to a connection its proxy has just closed (the
+-- emfile run: libuv's reserve descriptor accepts and closes): EPIPE for
+-- that write, not a SIGPIPE that ends this process.
+local sigpipe = uv.new_signal()
+sigpipe:start("sigpipe", function() end)
+sigpipe:unref()
 
 local dir, mode, count = arg[1], arg[2], tonumber(arg[3])
 local maxconn, limit = tonumber(arg[4]) or 256, arg[5]
@@ -12,7 +22,9 @@ local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 
 local flood_mode = ({ fds = "silent", memory = "heads", bulk = "bulk", pipe = "pipe", emfile = "silent" })[mode]
 local child_in, child_out = uv.new_pipe(false), uv.new_pipe(false)
-local child_args = { here .. "/flood_client.lua", dir .. "/a.sock", flood_mode, tostring(count), "8" }
+local b_n, b_gap = tonumber(os.getenv("FLOOD_B_N")) or 30, tonumber(os.getenv("FLOOD_B_GAP_MS")) or 20
+local hold = os.getenv("FLOOD_HOLD_S") or "8"
+local child_args = { here .. "/flood_client.lua", dir .. "/a.sock", flood_mode, tostring(count), hold }
 local child = uv.spawn("lua5.4", { args = child_args,
   stdio = { child_in, child_out, 2 } }, function() end)
 if limit then
@@ -55,8 +67,33 @@ assert(echo:listen(128, function()
 end))
 local echo_port = echo:getsockname().port
 
+-- Threads of this process (the proxies' loop threads among them).
+local function threads()
+  local n, req = 0, assert(uv.fs_scandir("/proc/self/task"))
+  while uv.fs_scandir_next(req) do n = n + 1 end
+  return n
+end
+
+local t_before = threads()
 local a = assert(isolation.proxy({ allow = { "127.0.0.1" }, unix = dir .. "/a.sock", max_connections = maxconn }))
+local t_a = threads()
+-- B shares A's loop: every other loop of the pool gets a filler first
+-- (a new proxy joins the loop with the fewest, the earliest of equals).
+local fillers = {}
+if os.getenv("FLOOD_SHARE") == "1" then
+  for i = 1, 8 do
+    local t0 = threads()
+    fillers[i] = assert(isolation.proxy({ allow = {}, unix = dir .. "/f" .. i .. ".sock" }))
+    if threads() == t0 then break end -- the pool is full: this one shares a loop
+  end
+  -- The last filler joined A's loop: move it out of B's way.
+  fillers[#fillers]:close()
+  fillers[#fillers] = nil
+end
+local t_fill = threads()
 local b = assert(isolation.proxy({ allow = { "127.0.0.1" }, unix = dir .. "/b.sock", max_connections = 256 }))
+out("loops_a", t_a - t_before)
+out("loops_b", threads() - t_fill)
 out("nofile", nofile())
 out("rss_start", rss_kib())
 
@@ -91,7 +128,7 @@ local function exchange(done)
   end)
 end
 
-local function b_series(n, done)
+local function b_series(n, done, gap)
   local ok, times = 0, {}
   local function step(i)
     if i > n then return done(ok, times) end
@@ -99,7 +136,7 @@ local function b_series(n, done)
       if good then ok = ok + 1 end
       times[#times + 1] = ms
       local t = uv.new_timer()
-      t:start(20, 0, function() t:close() step(i + 1) end)
+      t:start(gap or b_gap, 0, function() t:close() step(i + 1) end)
     end)
   end
   step(1)
@@ -109,6 +146,8 @@ local function stats(times)
   table.sort(times)
   return times[math.max(1, math.floor(#times / 2))] or -1, times[#times] or -1
 end
+
+local done_seen = false -- the agent's flood has ended (it said "done")
 
 local function finish()
   local too_many, codes = 0, {}
@@ -128,6 +167,7 @@ local function finish()
   local c, cerr = isolation.proxy({ allow = {}, unix = dir .. "/c.sock" })
   out("new_proxy", c and "ok" or tostring(cerr))
   if c then c:close() end
+  for _, filler in ipairs(fillers) do filler:close() end
   child:kill("sigterm")
   child_in:close()
   a:close()
@@ -138,6 +178,7 @@ local function finish()
     out("rss_after", rss_kib())
     b:close()
     echo:close()
+    sigpipe:close()
     uv.stop()
   end)
 end
@@ -181,7 +222,7 @@ local function emfile_run()
   end)
 end
 
-b_series(5, function(ok, times)
+b_series(os.getenv("FLOOD_B_N") and b_n or 5, function(ok, times)
   local p50, max = stats(times)
   out("quiet_ok", ok)
   out("quiet_p50_ms", string.format("%.2f", p50))
@@ -192,6 +233,7 @@ b_series(5, function(ok, times)
   child_out:read_start(function(err, data)
     if err or not data then child_out:close() return end
     buf = buf .. data
+    if buf:find("done ") then done_seen = true end
     local open, refused, closed = buf:match("held (%d+) (%d+) (%d+)\n")
     if open then
       buf = ""
@@ -200,10 +242,14 @@ b_series(5, function(ok, times)
       out("a_closed", closed)
       out("rss_flood", rss_kib())
       local st0, t0 = a:stats(), uv.hrtime()
-      b_series(30, function(bok, btimes)
+      b_series(b_n, function(bok, btimes)
         local st1 = a:stats()
         local moved = st1.bytes_up + st1.bytes_down - st0.bytes_up - st0.bytes_down
-        out("a_mb_per_s", string.format("%.0f", moved / ((uv.hrtime() - t0) / 1e9) / 1e6))
+        local secs = (uv.hrtime() - t0) / 1e9
+        out("b_seconds", string.format("%.2f", secs))
+        out("a_mb_per_s", string.format("%.0f", moved / secs / 1e6))
+        out("a_requests", st1.connections - st0.connections + st1.allowed - st0.allowed)
+        out("a_still", done_seen and "no" or "yes")
         local bp50, bmax = stats(btimes)
         out("b_ok", bok)
         out("b_p50_ms", string.format("%.2f", bp50))
