@@ -50,7 +50,7 @@ ALL_TARGETS = $(BUILD)/isolation.so
 TEST_STEPS  =
 
 .DEFAULT_GOAL := all
-.PHONY: all deps check-headers exports test spec spec-asan lint format clean rockcheck
+.PHONY: all deps check-headers exports layers test spec spec-asan lint format clean rockcheck
 
 -include mk/*.mk
 
@@ -107,6 +107,21 @@ exports: $(BUILD)/isolation.so
 	if [ "$$syms" != luaopen_isolation ]; then \
 	  echo "exports: $< exports more than luaopen_isolation:" $$syms >&2; exit 1; fi; \
 	echo "exports: $< exports luaopen_isolation only"
+
+# The C layers, as the folders draw them: src/wire/ (the fuzzed wire
+# parsers) sees neither Lua nor libuv nor any other folder; src/allow/ (host
+# patterns) sees wire/ only; src/launch/ and src/proxy/ never see each
+# other; one connection's insides (proxy/proxy_conn.h) stay in src/proxy/.
+# The root holds the module's entry and the helpers all of them share.
+layers:
+	@bad=$$( { grep -Hn '#include' src/wire/* | grep -Ev '#include (<[a-z0-9_/]+\.h>|"wire/)' ; \
+	  grep -HnE '#include <(lua|lauxlib|lualib|uv)\.h>' src/wire/* ; \
+	  grep -HnE '#include "(proxy|launch)/' src/allow/* ; \
+	  grep -HnE '#include "proxy/' src/launch/* ; \
+	  grep -HnE '#include "launch/' src/proxy/* ; \
+	  grep -Hn '#include "proxy/proxy_conn.h"' src/*.[ch] src/wire/* src/allow/* src/launch/* ; } ); \
+	if [ -n "$$bad" ]; then echo "layers: an include crosses a layer:"; echo "$$bad"; exit 1; fi; \
+	echo "layers: wire/ sees no other folder nor Lua/libuv; allow/ sees wire/; launch/ and proxy/ do not see each other"
 
 # The specs, with the normal build.
 spec: deps all
@@ -179,7 +194,7 @@ rockcheck: deps all
 	case "$$out" in "isolate "*"(module $$tmp/tree/"*) echo "rockcheck: installed $$out" ;; \
 	  *) echo "rockcheck: the installed isolate --version says: $$out"; exit 1 ;; esac
 
-test: deps all exports spec spec-asan lint rockcheck $(TEST_STEPS)
+test: deps all exports layers spec spec-asan lint rockcheck $(TEST_STEPS)
 	@echo "make test: all steps passed"
 
 clean:

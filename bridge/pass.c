@@ -6,7 +6,7 @@
  * there whoever holds it; with two ports, two listeners in one handover:
  * the HTTP proxy port and the SOCKS5 port), sends it to the proxy over the
  * unix socket
- * SOCKET as SCM_RIGHTS with the handover message (src/proxy_pass.c),
+ * SOCKET as SCM_RIGHTS with the handover message (src/proxy/proxy_pass.c),
  * waits for the proxy's "ok", then execs COMMAND. Clients connect to the
  * sandbox's loopback and the proxy accepts them itself: no process relays
  * a byte. Readiness needs no polling: the socket listens before the
@@ -43,7 +43,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The same bytes as PASS_MAGIC in src/proxy.h. */
+/* The same bytes as PASS_MAGIC in src/proxy/proxy.h. */
 static const char MAGIC[] = "\0isolation-pass 1\n";
 #define ACK_WAIT_S 10
 

@@ -11,9 +11,10 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS  = $(patsubst fuzz/%.c,%,$(filter-out fuzz/gen_%.c,$(wildcard fuzz/fuzz_*.c)))
 FUZZ_FLAGS    = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
-# Only what the parsers use (host_parse lives in hostparse.c), so that a
-# clang-only warning elsewhere in the module cannot break the fuzz build.
-FUZZ_SRC      = $(wildcard src/httpparse*.c src/tlshello.c src/hostparse.c src/socks5.c)
+# Only the wire parsers (src/wire/: pure, no Lua, no libuv; `make layers`
+# keeps them so), so that a clang-only warning elsewhere in the module
+# cannot break the fuzz build.
+FUZZ_SRC      = $(wildcard src/wire/*.c)
 FUZZ_OBJ      = $(FUZZ_SRC:src/%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_LIBS     =
 

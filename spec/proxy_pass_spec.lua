@@ -1,5 +1,5 @@
 -- Listeners handed to the proxy over its unix socket (bridge "pass",
--- src/proxy_pass.c), attacked as a sandboxed process would: everything
+-- src/proxy/proxy_pass.c), attacked as a sandboxed process would: everything
 -- but a listening TCP socket on a loopback address is refused whole, its
 -- descriptors closed, an error event given, and the proxy's own
 -- descriptors are back to their count afterwards. The sender is

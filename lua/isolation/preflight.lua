@@ -308,7 +308,7 @@ local function tty_check(env, out)
 end
 
 -- A cgroup the limits could live in, found as the cgroup prologue of the
--- launch line finds it (src/launch_limits.c): a child of the cgroup this
+-- launch line finds it (src/launch/launch_limits.c): a child of the cgroup this
 -- process is in, in the v1 memory and pids hierarchies where they are
 -- mounted, else in cgroup v2 where its cgroup.controllers offers them; in
 -- either case one we can make a child in that gets the limit files.

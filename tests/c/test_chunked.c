@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "httpparse.h"
+#include "wire/httpparse.h"
 #include "runner.h"
 
 /* Feeds s in pieces of the given sizes (0-terminated list, the rest at

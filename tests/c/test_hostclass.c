@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "hostparse.h"
+#include "wire/hostparse.h"
 #include "runner.h"
 
 struct class_case {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "httpparse.h"
+#include "wire/httpparse.h"
 #include "runner.h"
 
 static struct http_request R;

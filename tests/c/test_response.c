@@ -1,7 +1,7 @@
 /* test_response.c - http_parse_response: status line, framing, reuse. */
 #include <string.h>
 
-#include "httpparse.h"
+#include "wire/httpparse.h"
 #include "runner.h"
 
 static struct http_response S;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "runner.h"
-#include "socks5.h"
+#include "wire/socks5.h"
 
 #define B(s) (const uint8_t *)(s), sizeof(s) - 1
 

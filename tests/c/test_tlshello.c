@@ -7,7 +7,7 @@
 
 #include "hello_builder.h"
 #include "runner.h"
-#include "tlshello.h"
+#include "wire/tlshello.h"
 
 static uint8_t H[40000];
 static char name[256];

@@ -1,7 +1,7 @@
 /* test_upstream.c - http_write_upstream_head. */
 #include <string.h>
 
-#include "httpparse.h"
+#include "wire/httpparse.h"
 #include "runner.h"
 
 static char out[8192];

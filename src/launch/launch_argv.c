@@ -1,0 +1,112 @@
+/*
+ * launch_argv.c - the internal argv the builders produce, the public form
+ * bwrap_argv & co. return (markers replaced by their `$HOME` text), and the
+ * plain mode-"" launch.
+ */
+#include "launch/launch.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+void argv_start(struct argv_buf *b, lua_State *L)
+{
+    b->L = L;
+    lua_newtable(L);
+    b->t = lua_gettop(L);
+    b->n = 0;
+}
+
+void argv_add(struct argv_buf *b, const char *s)
+{
+    lua_pushstring(b->L, s);
+    lua_rawseti(b->L, b->t, ++b->n);
+}
+
+void argv_add_top(struct argv_buf *b)
+{
+    lua_rawseti(b->L, b->t, ++b->n);
+}
+
+void launch_push_path(lua_State *L, const char *path)
+{
+    if (strncmp(path, TOKEN_HOME_TEXT, 5) == 0 &&
+        (path[5] == '/' || path[5] == '\0')) {
+        luaL_Buffer buf;
+        luaL_buffinit(L, &buf);
+        luaL_addlstring(&buf, TOKEN_HOME, 2);
+        luaL_addstring(&buf, path + 5);
+        luaL_pushresult(&buf);
+    } else {
+        lua_pushstring(L, path);
+    }
+}
+
+void argv_add_path(struct argv_buf *b, const char *path)
+{
+    launch_push_path(b->L, path);
+    argv_add_top(b);
+}
+
+void launch_argv_publish(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+    for (lua_Integer i = 1; i <= n; i++) {
+        size_t len;
+        lua_rawgeti(L, idx, i);
+        const char *s = lua_tolstring(L, -1, &len);
+        if (!memchr(s, '\0', len)) {
+            lua_pop(L, 1);
+            continue;
+        }
+        luaL_Buffer buf;
+        luaL_buffinit(L, &buf);
+        for (size_t k = 0; k < len; k++) {
+            if (s[k] != '\0') {
+                luaL_addchar(&buf, s[k]);
+                continue;
+            }
+            k++;
+            if (s[k] == TOKEN_ENV_PASS) { /* the rest is the name */
+                const char *name = s + k + 1;
+                lua_pushfstring(L, "${%s+%s=$%s}", name, name, name);
+                luaL_addvalue(&buf);
+                break;
+            }
+            luaL_addstring(&buf,
+                           s[k] == 'H' ? TOKEN_HOME_TEXT : TOKEN_USER_TEXT);
+        }
+        luaL_pushresult(&buf);
+        lua_rawseti(L, idx, i);
+        lua_pop(L, 1);
+    }
+}
+
+void launch_push_plain(lua_State *L, const struct launch_spec *s)
+{
+    struct argv_buf b;
+    argv_start(&b, L);
+    argv_add(&b, "bash");
+    argv_add(&b, "-c");
+    argv_add(&b, "--"); /* a command starting with - or + is no option */
+    argv_add(&b, s->command);
+}
+
+void launch_push_for_mode(lua_State *L, const struct launch_spec *s)
+{
+    switch (s->mode) {
+    case MODE_BWRAP:
+        launch_push_bwrap_env(L, s);
+        /* what enforces the limits runs in front of env -i and bwrap: a
+           systemd user scope needs the launching environment to reach its
+           manager, and bwrap (whose pid 1 inside keeps the environment it
+           was started with) must start clean */
+        launch_limits_prepend(L, -1, s);
+        break;
+    case MODE_DOCKER:
+        launch_push_docker(L, s);
+        break;
+    default:
+        launch_push_plain(L, s);
+    }
+}

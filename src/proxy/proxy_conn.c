@@ -1,0 +1,1444 @@
+/*
+ * proxy_conn.c - one client connection, in the order a request runs: read
+ * its head, decide (proxy_decide.c), resolve and decide on every address,
+ * dial only a checked address, then hand the bytes to proxy_relay.c; and
+ * answer errors. Accepting it is the listener's (proxy_listen.c).
+ *
+ * The order of the checks is the security property: the allowlist is
+ * consulted before any lookup, every address a name resolves to is checked
+ * before any dial, and the dial uses those very addresses (no second
+ * lookup).
+ */
+#include <arpa/inet.h>
+#include <malloc.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "proxy/proxy_conn.h"
+#include "proxy/proxy_decide.h"
+#include "wire/tlshello.h"
+
+static void conn_parse_head(struct conn *c);
+static void dial_next(struct conn *c);
+static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off,
+                     size_t n);
+static void client_ended(struct conn *c);
+static void conn_reply(struct conn *c, int status, const char *type,
+                       const char *code, const char *reason);
+
+static inline uv_loop_t *conn_loop(struct conn *c)
+{
+    return &c->px->loop->uv;
+}
+
+/* After a flood the heap keeps its pages (glibc gives back only the top):
+ * once the loop's connections fall to a quarter of a large peak, the free
+ * pages and the buffer pools go back to the system. Rare, and off the
+ * per-byte path. */
+static void loop_conn_freed(struct proxy_loop *loop)
+{
+    loop->live--;
+    if (loop->peak < PROXY_TRIM_PEAK || loop->live > loop->peak / 4)
+        return;
+    relay_pool_free(loop);
+    malloc_trim(0);
+    loop->peak = loop->live;
+}
+
+static void conn_free_if_done(struct conn *c)
+{
+    if (c->nopen > 0)
+        return;
+    struct proxy *p = c->px;
+    struct proxy_loop *loop = p->loop;
+    free(c);
+    loop_conn_freed(loop);
+    p->handles--;
+    proxy_maybe_release(p);
+}
+
+/* Descriptors in the process-wide pool (see proxy_fds_setup). */
+static void fd_take(struct conn *c, bool *held)
+{
+    *held = true;
+    c->px->fds++;
+    atomic_fetch_add_explicit(&proxy_fds_used, 1, memory_order_relaxed);
+}
+
+static void fd_give(struct conn *c, bool *held)
+{
+    if (!*held)
+        return;
+    *held = false;
+    c->px->fds--;
+    atomic_fetch_sub_explicit(&proxy_fds_used, 1, memory_order_relaxed);
+}
+
+/* Head bytes charged to the proxy's PROXY_HEAD_BUDGET. */
+static size_t head_charge(size_t cap)
+{
+    return cap > PROXY_HEAD_FIRST ? cap - PROXY_HEAD_FIRST : 0;
+}
+
+/* May c's head buffer grow to cap within the proxy's budget? */
+static bool head_grow_ok(struct conn *c, size_t cap)
+{
+    return c->px->head_bytes - head_charge(c->head_cap) + head_charge(cap) <=
+           PROXY_HEAD_BUDGET;
+}
+
+static void head_resized(struct conn *c, size_t cap)
+{
+    c->px->head_bytes += head_charge(cap) - head_charge(c->head_cap);
+    c->head_cap = (uint32_t)cap;
+}
+
+void conn_head_free(struct conn *c)
+{
+    c->px->head_bytes -= head_charge(c->head_cap);
+    free(c->head);
+    c->head = NULL;
+    c->head_len = c->head_cap = 0;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+    c->nopen--;
+    conn_free_if_done(c);
+}
+
+static void on_up_closed(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+    c->nopen--;
+    c->up.inited = c->up.closing = c->up.connected = false;
+    c->reading[SIDE_UP] = false;
+    if (c->closing) {
+        conn_free_if_done(c);
+        return;
+    }
+    if (c->up.redial) {
+        c->up.redial = false;
+        dial_next(c);
+    }
+}
+
+static void conn_close_up(struct conn *c)
+{
+    if (!c->up.inited || c->up.closing)
+        return;
+    c->up.closing = true;
+    c->up.connected = false;
+    c->up.reusable = false;
+    c->reading[SIDE_UP] = false;
+    fd_give(c, &c->fd_up);
+    uv_close((uv_handle_t *)&c->up.tcp, on_up_closed);
+}
+
+void conn_event(struct conn *c, const char *type, const char *code, int status,
+                const char *reason)
+{
+    c->ev_pending = false;
+    proxy_event(c->px, c, type, code, status, reason);
+    /* What follows (an error reply, the next request's head) is not this
+     * request's. */
+    c->req_bytes[DIR_UP] = c->req_bytes[DIR_DOWN] = 0;
+    c->req_start = 0;
+}
+
+void conn_admit(struct conn *c, uint8_t kind)
+{
+    c->admitted = kind;
+    atomic_fetch_add_explicit(&c->px->stats.allowed, 1, memory_order_relaxed);
+}
+
+/* One event per admitted request, when it ends: the decision with the
+ * bytes it moved (see README, choices: a tunnel is logged once, whole). */
+void conn_event_admitted(struct conn *c)
+{
+    char reason[160], text[INET6_ADDRSTRLEN];
+    const char *learn = c->reported ? "not in the allowlist, admitted by "
+                                      "learn mode; "
+                                    : "";
+    if (c->admitted == 1) {
+        proxy_addr_text(&c->addrs[c->addr_i], text, sizeof text);
+        snprintf(reason, sizeof reason, "%stunnel to %s", learn, text);
+    } else {
+        snprintf(reason, sizeof reason, "%supstream answered %d%s", learn,
+                 c->fwd.res_status,
+                 c->fwd.res_done ? "" : " (the response was cut short)");
+    }
+    conn_event(c, c->reported ? "report" : "allow",
+               c->reported ? "not_allowed" : "allowed",
+               c->admitted == 1 ? 200 : c->fwd.res_status, reason);
+}
+
+void conn_close(struct conn *c)
+{
+    if (c->closing)
+        return;
+    struct proxy *p = c->px;
+    if (c->ev_pending && c->admitted)
+        conn_event_admitted(c);
+    else if (c->ev_pending)
+        conn_event(c, "error", "client_closed", 499,
+                   "the connection ended before the request was answered");
+    c->closing = true;
+    c->state = CONN_CLOSED;
+    proxy_loop_unpark(c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        p->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    if (c->counted)
+        p->nclients--;
+    if (c->listeners)
+        proxy_pass_conn_closed(c);
+    atomic_fetch_sub_explicit(&p->stats.active, 1, memory_order_relaxed);
+    fd_give(c, &c->fd_client);
+    uv_close(&c->client.h, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    if (c->up.inited && !c->up.closing) {
+        c->up.closing = true;
+        uv_close((uv_handle_t *)&c->up.tcp, on_up_closed);
+    }
+    fd_give(c, &c->fd_up);
+    if (c->gai)
+        uv_cancel((uv_req_t *)c->gai);
+    conn_head_free(c);
+    struct proxy_loop *loop = p->loop;
+    if (c->sni)
+        relay_buf_put(loop, c->sni);
+    if (c->fwd.res)
+        relay_buf_put(loop, c->fwd.res);
+    if (c->fwd.out)
+        relay_buf_put(loop, c->fwd.out);
+    c->sni = c->fwd.res = c->fwd.out = NULL;
+    proxy_allow_put(c->allow);
+    c->allow = NULL;
+}
+
+static void on_timer(uv_timer_t *t);
+
+void conn_arm(struct conn *c, uint64_t ms)
+{
+    c->deadline = uv_now(conn_loop(c)) + ms;
+    uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+/* ---- reading ---- */
+
+static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+static void set_reading(struct conn *c, int side, bool want)
+{
+    if (c->parked[side]) {
+        if (want)
+            return; /* its proxy's budget is spent: the loop resumes it */
+        c->parked[side] = false;
+    }
+    if (c->reading[side] == want)
+        return;
+    uv_stream_t *s =
+        side == SIDE_CLIENT ? &c->client.s : (uv_stream_t *)&c->up.tcp;
+    if (want) {
+        int r = side == SIDE_CLIENT
+                    ? uv_read_start(s, on_client_alloc, on_client_read)
+                    : uv_read_start(s, on_up_alloc, on_up_read);
+        if (r == 0)
+            c->reading[side] = true;
+    } else {
+        uv_read_stop(s);
+        c->reading[side] = false;
+    }
+}
+
+/* Which sides read is a function of the state: one place decides. */
+void conn_update_reads(struct conn *c)
+{
+    if (c->closing)
+        return;
+    bool client = false, up = false;
+    switch (c->state) {
+    case CONN_HEAD:
+        client = true;
+        up = true; /* a kept upstream: notice when it goes away */
+        break;
+    case CONN_TUNNEL:
+        client = !c->dir[DIR_UP].eof && c->dir[DIR_UP].pending == 0;
+        up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
+        break;
+    case CONN_FORWARD:
+        /* The body while it is due; afterwards, pipelined bytes while they
+         * fit (and the client's leaving). */
+        client =
+            c->fwd.req_done
+                ? !c->carry_lost && c->head_len <= c->px->opts.max_header_bytes
+                : !c->dir[DIR_UP].eof && c->dir[DIR_UP].pending == 0;
+        up = !c->dir[DIR_DOWN].eof && c->dir[DIR_DOWN].pending == 0;
+        break;
+    case CONN_RESOLVE:
+    case CONN_DIAL:
+        client = c->is_connect && !c->dir[DIR_UP].eof &&
+                 c->head_len <= c->px->opts.max_header_bytes;
+        break;
+    case CONN_LINGER:
+        client = true;
+        break;
+    default:
+        break;
+    }
+    set_reading(c, SIDE_CLIENT, client);
+    if (c->up.inited && c->up.connected && !c->up.closing)
+        set_reading(c, SIDE_UP, up);
+}
+
+/*
+ * Has c's proxy read its PROXY_TURN_BYTES, or made its PROXY_TURN_READS
+ * reads, in this turn? Then c's read waits: an empty buffer makes libuv
+ * give UV_ENOBUFS, and the read callback parks that side (conn_park). A
+ * flood on one proxy then costs the others one turn's bytes and reads,
+ * not one read of every ready socket.
+ */
+static bool turn_spent(struct conn *c, int side, uv_buf_t *buf)
+{
+    struct proxy *p = c->px;
+    if (p->loop->serving < 2)
+        return false; /* alone on its loop: nobody to make room for */
+    uint64_t now = p->loop->turn;
+    if (p->turn != now) {
+        p->turn = now;
+        p->turn_bytes = 0;
+        p->turn_reads = 0;
+    }
+    if (p->turn_bytes < PROXY_TURN_BYTES && p->turn_reads < PROXY_TURN_READS) {
+        p->turn_reads++;
+        return false;
+    }
+    c->deferred[side] = true;
+    *buf = uv_buf_init(NULL, 0);
+    return true;
+}
+
+/* Tunnels and forward bodies: what the budget counts. */
+static bool relaying(const struct conn *c)
+{
+    return c->state == CONN_TUNNEL || c->state == CONN_FORWARD;
+}
+
+static void turn_count(struct conn *c, ssize_t n)
+{
+    c->px->turn_bytes += (uint64_t)n;
+}
+
+/*
+ * Parks a side whose read was put off: it stops reading (a socket left
+ * readable would come back, to be put off again, in every pass: 49,152
+ * callbacks a pass, 20 ms, measured with 2,048 pipelining clients) and
+ * waits in the loop's queue, which resumes a few each pass, oldest first.
+ */
+static void conn_park(struct conn *c, int side)
+{
+    c->deferred[side] = false;
+    set_reading(c, side, false);
+    c->parked[side] = true;
+    proxy_loop_park(c);
+}
+
+void conn_resume(struct conn *c)
+{
+    c->parked[SIDE_CLIENT] = c->parked[SIDE_UP] = false;
+    if (!c->closing)
+        conn_update_reads(c);
+}
+
+/* A bulk tunnel side reads RELAY_BIG_SIZE at a time, but only on a loop of
+ * its proxy's own: one such read is four passes' PROXY_TURN_BYTES, and a
+ * pass that long is what a proxy sharing the loop waits for (512 bulk
+ * tunnels on A's loop: B's p50 5-9 ms, max 20-32 ms with big reads; 1-2
+ * ms, 3-12 ms without). */
+static bool big_reads(const struct conn *c, int side)
+{
+    return c->state == CONN_TUNNEL && c->bulk[side] && c->px->loop->serving < 2;
+}
+
+static void on_client_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    (void)hint;
+    struct conn *c = h->data;
+    if (c->pass && proxy_pass_alloc(c, buf))
+        return;
+    if (turn_spent(c, SIDE_CLIENT, buf))
+        return;
+    if (c->state == CONN_HEAD ||
+        ((c->state == CONN_RESOLVE || c->state == CONN_DIAL) &&
+         c->is_connect) ||
+        (c->state == CONN_FORWARD && c->fwd.req_done)) {
+        size_t limit = c->px->opts.max_header_bytes + 1;
+        if (c->head_len == c->head_cap && c->head_cap < limit) {
+            size_t cap = c->head_cap ? c->head_cap * 4 : 4096;
+            if (cap > limit)
+                cap = limit;
+            if (!head_grow_ok(c, cap)) {
+                c->head_over = true; /* the read gets UV_ENOBUFS */
+                *buf = uv_buf_init(NULL, 0);
+                return;
+            }
+            char *n = realloc(c->head, cap);
+            if (n) {
+                c->head = n;
+                head_resized(c, cap);
+            }
+        }
+        *buf = uv_buf_init(c->head + c->head_len, c->head_cap - c->head_len);
+        return;
+    }
+    /* Tunnel bytes past the SNI check are only relayed: a big buffer once
+     * this side has shown it sends in bulk. */
+    struct relay_buf *rb = !c->sni_wait && big_reads(c, SIDE_CLIENT)
+                               ? relay_buf_big(c->px->loop)
+                               : relay_buf_get(c->px->loop);
+    *buf = rb ? uv_buf_init(rb->data, rb->cap) : uv_buf_init(NULL, 0);
+}
+
+static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    (void)hint;
+    struct conn *c = h->data;
+    if (turn_spent(c, SIDE_UP, buf))
+        return;
+    struct relay_buf *rb = big_reads(c, SIDE_UP) ? relay_buf_big(c->px->loop)
+                                                 : relay_buf_get(c->px->loop);
+    *buf = rb ? uv_buf_init(rb->data, rb->cap) : uv_buf_init(NULL, 0);
+}
+
+static struct relay_buf *buf_owner(const uv_buf_t *buf)
+{
+    if (!buf->base)
+        return NULL;
+    return (struct relay_buf *)(buf->base - offsetof(struct relay_buf, data));
+}
+
+static void on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+    if (c->pass) {
+        proxy_pass_read(c, n);
+        return;
+    }
+    if (n == UV_ENOBUFS && c->deferred[SIDE_CLIENT]) {
+        conn_park(c, SIDE_CLIENT);
+        return;
+    }
+    if (n == UV_ENOBUFS && c->head_over) {
+        c->head_over = false;
+        if (c->state == CONN_HEAD)
+            conn_reply(c, 503, "error", "too_many",
+                       "request heads in progress on this proxy are over its "
+                       "memory budget");
+        else
+            conn_close(c);
+        return;
+    }
+    if (c->state == CONN_HEAD) {
+        if (n > 0) {
+            if (c->head_len == 0 && c->kept) {
+                /* The next request has begun: the whole head gets
+                 * header_timeout from its first byte. */
+                c->kept = false;
+                conn_arm(c, c->px->opts.header_ms);
+            }
+            c->head_len += (uint32_t)n;
+            conn_parse_head(c);
+        } else if (n < 0) {
+            conn_close(c);
+        }
+        return;
+    }
+    if (c->state == CONN_RESOLVE || c->state == CONN_DIAL) {
+        /* A CONNECT being dialed: early tunnel bytes wait in the head
+         * buffer; an end is passed on once the tunnel is up. */
+        if (n > 0) {
+            c->head_len += (uint32_t)n;
+        } else if (n == UV_EOF) {
+            c->dir[DIR_UP].eof = true;
+            c->reading[SIDE_CLIENT] = false;
+        } else if (n < 0) {
+            conn_close(c);
+            return;
+        }
+        conn_update_reads(c);
+        return;
+    }
+    if (c->state == CONN_FORWARD && c->fwd.req_done) {
+        /* The request is sent: what comes now is the next request, kept
+         * in the head buffer, or the client leaving (an end here means it
+         * gave up waiting: the request is over). */
+        if (n > 0) {
+            c->head_len += (uint32_t)n;
+            conn_update_reads(c);
+        } else if (n < 0) {
+            conn_close(c);
+        }
+        return;
+    }
+    struct relay_buf *rb = buf_owner(buf);
+    if (n <= 0) {
+        if (rb)
+            relay_buf_put(c->px->loop, rb);
+        if (n == 0)
+            return;
+        c->reading[SIDE_CLIENT] = false;
+        if (c->state == CONN_LINGER || n != UV_EOF)
+            conn_close(c);
+        else
+            client_ended(c);
+        return;
+    }
+    c->last_active = uv_now(conn_loop(c));
+    if (c->state == CONN_LINGER) {
+        relay_buf_put(c->px->loop, rb);
+        return;
+    }
+    if ((size_t)n == rb->cap)
+        c->bulk[SIDE_CLIENT] = true;
+    if (relaying(c))
+        turn_count(c, n);
+    if (c->state == CONN_TUNNEL && c->sni_wait) {
+        atomic_fetch_add_explicit(&c->px->stats.bytes_up, (uint64_t)n,
+                                  memory_order_relaxed);
+        sni_feed(c, rb, 0, (size_t)n);
+        return;
+    }
+    relay_client_data(c, rb, (size_t)n);
+}
+
+/*
+ * The upstream sends in bulk. A unix socket client (a sandbox's bridge)
+ * then gets a send buffer as large as the relay's reads: the default
+ * (wmem_default, 208 KiB) took a 1 MiB read in several writes and as many
+ * wakeups of both sides, and one bulk tunnel measured 1.5-1.8 GB/s down
+ * instead of 2.7-3.2. Still bounded per tunnel; TCP tunes its own.
+ */
+static void went_bulk_down(struct conn *c)
+{
+    c->bulk[SIDE_UP] = true;
+    uv_os_fd_t fd;
+    int size = RELAY_BIG_SIZE / 2; /* Linux doubles it */
+    if (c->client_unix && uv_fileno(&c->client.h, &fd) == 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+}
+
+static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+    if (n == UV_ENOBUFS && c->deferred[SIDE_UP]) {
+        conn_park(c, SIDE_UP);
+        return;
+    }
+    struct relay_buf *rb = buf_owner(buf);
+    if (n <= 0) {
+        if (rb)
+            relay_buf_put(c->px->loop, rb);
+        if (n == 0)
+            return;
+        c->reading[SIDE_UP] = false;
+        if (c->state == CONN_HEAD) {
+            conn_close_up(c); /* a kept upstream went away */
+        } else if (n != UV_EOF) {
+            if (c->state == CONN_FORWARD && !c->fwd.res_head_done)
+                conn_fail(c, 502, "error", "upstream_failed",
+                          "upstream connection failed");
+            else
+                conn_close(c);
+        } else {
+            relay_eof(c, SIDE_UP);
+        }
+        return;
+    }
+    c->last_active = uv_now(conn_loop(c));
+    if (c->state == CONN_HEAD) {
+        /* Bytes from a kept upstream between requests: not reusable. */
+        relay_buf_put(c->px->loop, rb);
+        conn_close_up(c);
+        return;
+    }
+    if ((size_t)n == rb->cap && !c->bulk[SIDE_UP])
+        went_bulk_down(c);
+    if (relaying(c))
+        turn_count(c, n);
+    relay_up_data(c, rb, (size_t)n);
+}
+
+void conn_carry(struct conn *c, const char *p, size_t n)
+{
+    size_t limit = c->px->opts.max_header_bytes + 1;
+    if (n == 0)
+        return;
+    char *b = c->head_len + n <= c->head_cap ? c->head : NULL;
+    if (!b && c->head_len + n <= limit && head_grow_ok(c, limit)) {
+        b = realloc(c->head, limit);
+        if (b) {
+            c->head = b;
+            head_resized(c, limit);
+        }
+    }
+    if (!b) {
+        /* More pipelined bytes than a head may hold: never parse a
+         * stream with a hole in it; answer this request, then end. */
+        c->carry_lost = true;
+        c->fwd.close_after = true;
+        return;
+    }
+    memcpy(c->head + c->head_len, p, n);
+    c->head_len += (uint32_t)n;
+}
+
+/* ---- replies and events ---- */
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 407:
+        return "Proxy Authentication Required";
+    case 408:
+        return "Request Timeout";
+    case 414:
+        return "URI Too Long";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Error";
+    }
+}
+
+static void on_client_shutdown(uv_shutdown_t *req, int status)
+{
+    struct conn *c = req->data;
+    (void)status;
+    if (!c->closing && status < 0)
+        conn_close(c);
+}
+
+/* Ends the client connection gracefully: queued writes go out, then FIN,
+ * then its remaining input is drained (closing with unread input would
+ * reset the connection and could destroy the reply before it is read). */
+static void conn_end_client(struct conn *c)
+{
+    conn_close_up(c);
+    c->state = CONN_LINGER;
+    conn_head_free(c);
+    uv_os_fd_t fd;
+    if (c->dir[DIR_DOWN].pending == 0 && c->client.s.write_queue_size == 0 &&
+        uv_fileno(&c->client.h, &fd) == 0) {
+        /* Nothing queued: the reply is already in the client's receive
+         * queue (the listener is loopback or a unix socket). A refused
+         * CONNECT whose client has sent nothing unread has nothing to
+         * drain: close() sends a plain FIN, no reset, and skips the linger
+         * (a shutdown, a loop pass, a read and a timer per refusal). A
+         * late byte gets a reset, which on Linux leaves the queued reply
+         * readable. A forward request keeps the linger: its body may
+         * still be on the way, and a client whose body write fails may
+         * never read the reply. */
+        int unread = -1;
+        if (c->is_connect && ioctl(fd, FIONREAD, &unread) == 0 && unread == 0) {
+            conn_close(c);
+            return;
+        }
+        /* FIN now, without another loop pass. */
+        shutdown(fd, SHUT_WR);
+    } else {
+        c->shut_req[SIDE_CLIENT].data = c;
+        if (uv_shutdown(&c->shut_req[SIDE_CLIENT], &c->client.s,
+                        on_client_shutdown) != 0) {
+            conn_close(c);
+            return;
+        }
+    }
+    conn_arm(c, PROXY_LINGER_MS);
+    conn_update_reads(c);
+}
+
+/* The error reply's bytes in msg (cap 600); returns their length. */
+static size_t reply_text(int status, const char *reason, char *msg, size_t cap)
+{
+    char body[400];
+    int bl = snprintf(body, sizeof body, "isolation proxy: %s\n", reason);
+    if (bl < 0 || (size_t)bl >= sizeof body)
+        bl = (int)sizeof body - 1;
+    int ml = snprintf(msg, cap,
+                      "HTTP/1.1 %d %s\r\n%sContent-Type: text/plain; "
+                      "charset=utf-8\r\nContent-Length: %d\r\nConnection: "
+                      "close\r\n\r\n%.*s",
+                      status, status_text(status),
+                      status == 407
+                          ? "Proxy-Authenticate: Basic realm=\"isolation\"\r\n"
+                          : "",
+                      bl, bl, body);
+    if (ml < 0 || (size_t)ml >= cap)
+        ml = (int)cap - 1;
+    return (size_t)ml;
+}
+
+static void conn_reply(struct conn *c, int status, const char *type,
+                       const char *code, const char *reason)
+{
+    if (c->closing || c->state == CONN_LINGER)
+        return;
+    conn_event(c, type, code, status, reason);
+    if (c->socks) {
+        c->state = CONN_LINGER;
+        if (c->socks == SOCKS_ASKED)
+            proxy_socks_refuse(c, code);
+        if (!c->closing)
+            conn_end_client(c);
+        return;
+    }
+    char msg[600];
+    size_t ml = reply_text(status, reason, msg, sizeof msg);
+    c->state = CONN_LINGER;
+    if (relay_send_copy(c, DIR_DOWN, msg, ml) < 0) {
+        conn_close(c);
+        return;
+    }
+    conn_end_client(c);
+}
+
+void conn_fail(struct conn *c, int status, const char *type, const char *code,
+               const char *reason)
+{
+    if (c->closing)
+        return;
+    if (c->state == CONN_TUNNEL ||
+        (c->state == CONN_FORWARD && c->fwd.res_head_done)) {
+        /* The client already has a status line: all we can do is stop. */
+        conn_event(c, type, code, status, reason);
+        conn_close(c);
+        return;
+    }
+    conn_reply(c, status, type, code, reason);
+}
+
+/* ---- checking and dialing ---- */
+
+static socklen_t to_sockaddr(const struct host_addr *a, int port,
+                             struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (a->family == 4) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+        memcpy(&s4->sin_addr, a->bytes, 4);
+        return sizeof *s4;
+    }
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    s6->sin6_family = AF_INET6;
+    s6->sin6_port = htons((uint16_t)port);
+    memcpy(&s6->sin6_addr, a->bytes, 16);
+    return sizeof *s6;
+}
+
+/* Every address must pass; one that does not refuses the request. */
+static bool addr_admitted(struct conn *c, const struct host_addr *a)
+{
+    struct verdict v;
+    if (decide_addr(c->px, c->allow->list, c->kind, c->host, c->port, a, &v))
+        return true;
+    conn_reply(c, v.status, "deny", v.code, v.reason);
+    return false;
+}
+
+static void on_connect(uv_connect_t *req, int status);
+
+static void dial_next(struct conn *c)
+{
+    if (c->closing || c->state != CONN_DIAL)
+        return;
+    if (c->up.inited) {
+        c->up.redial = true; /* after the old socket's close callback */
+        if (!c->up.closing)
+            conn_close_up(c);
+        return;
+    }
+    if (c->addr_i >= c->naddr) {
+        char reason[HOST_NAME_CAP + 96];
+        snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s", c->host,
+                 c->port,
+                 c->last_err ? uv_strerror(c->last_err) : "no address");
+        conn_reply(c, 502, "error", "connect_failed", reason);
+        return;
+    }
+    if (proxy_pool_shared() &&
+        atomic_load_explicit(&proxy_fds_used, memory_order_relaxed) >=
+            atomic_load_explicit(&proxy_fds_usable, memory_order_relaxed)) {
+        conn_reply(c, 503, "error", "too_many",
+                   "the descriptors the process keeps for proxies are in use");
+        return;
+    }
+    int r = uv_tcp_init(conn_loop(c), &c->up.tcp);
+    if (r != 0) {
+        c->last_err = r;
+        c->addr_i = c->naddr;
+        dial_next(c);
+        return;
+    }
+    fd_take(c, &c->fd_up);
+    c->nopen++;
+    c->up.inited = true;
+    c->up.tcp.data = c;
+    struct sockaddr_storage ss;
+    to_sockaddr(&c->addrs[c->addr_i], c->port, &ss);
+    c->up.connect.data = c;
+    r = uv_tcp_connect(&c->up.connect, &c->up.tcp, (struct sockaddr *)&ss,
+                       on_connect);
+    if (r != 0) {
+        c->last_err = r;
+        c->addr_i++;
+        c->up.redial = true;
+        conn_close_up(c);
+    }
+}
+
+/* ---- a tunnel's first client bytes: held until the SNI decision ---- */
+
+/* Feeds client bytes to the SNI decision; forwards them once it passes. */
+static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off, size_t n)
+{
+    struct proxy_loop *loop = c->px->loop;
+    struct relay_buf *b = c->sni;
+    size_t room = TLS_HELLO_MAX + 1 - b->len;
+    size_t take = n < room ? n : room;
+    memcpy(b->data + b->len, rb->data + off, take);
+    b->len += (uint32_t)take;
+    struct verdict v;
+    enum sni_verdict r =
+        decide_sni((const uint8_t *)b->data, b->len, c->kind, c->host, &v);
+    if (r != SNI_PASS) {
+        relay_buf_put(loop, rb);
+        if (r == SNI_REFUSE) {
+            conn_event(c, "deny", v.code, v.status, v.reason);
+            conn_close(c);
+        }
+        return;
+    }
+    c->sni_wait = false;
+    c->sni = NULL;
+    if (relay_send(c, DIR_UP, b, 0, b->len) < 0) {
+        relay_buf_put(loop, rb);
+        conn_close(c);
+        return;
+    }
+    if (n > take) {
+        if (relay_send(c, DIR_UP, rb, off + take, n - take) < 0)
+            conn_close(c);
+        return;
+    }
+    relay_buf_put(loop, rb);
+}
+
+/* The client ended its side: inside a hello that is a refusal; before any
+ * byte the tunnel simply has no hello to check. Then the relay passes the
+ * end on. */
+static void client_ended(struct conn *c)
+{
+    if (c->state == CONN_TUNNEL && c->sni_wait) {
+        if (c->sni->len > 0) {
+            conn_event(c, "deny", "tls_malformed", 403,
+                       "the client ended inside a TLS ClientHello");
+            conn_close(c);
+            return;
+        }
+        c->sni_wait = false;
+        relay_buf_put(c->px->loop, c->sni);
+        c->sni = NULL;
+    }
+    relay_eof(c, SIDE_CLIENT);
+}
+
+/* The tunnel is up: the bytes the client sent early go upstream, through
+ * the SNI decision when sni_match asks for one (header_timeout for the
+ * whole hello). */
+static void tunnel_begin(struct conn *c)
+{
+    struct proxy_loop *loop = c->px->loop;
+    const char *early = c->head;
+    size_t n = c->head_len;
+    if (c->px->opts.sni_match) {
+        c->sni = relay_buf_get(loop);
+        if (!c->sni) {
+            conn_close(c);
+            return;
+        }
+        c->sni_wait = true;
+        conn_arm(c, c->px->opts.header_ms < c->px->opts.idle_ms
+                        ? c->px->opts.header_ms
+                        : c->px->opts.idle_ms);
+        c->deadline = uv_now(&loop->uv) + c->px->opts.header_ms;
+        if (n > 0) {
+            struct relay_buf *rb = relay_buf_get(loop);
+            if (!rb) {
+                conn_close(c);
+                return;
+            }
+            memcpy(rb->data, early, n);
+            sni_feed(c, rb, 0, n);
+        }
+    } else if (n > 0) {
+        if (relay_send_copy(c, DIR_UP, early, n) < 0) {
+            conn_close(c);
+            return;
+        }
+    }
+    if (c->closing)
+        return;
+    conn_head_free(c);
+}
+
+static void tunnel_established(struct conn *c)
+{
+    conn_admit(c, 1); /* its event comes when the tunnel ends */
+    c->state = CONN_TUNNEL;
+    static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+    if (c->socks ? proxy_socks_ok(c) < 0
+                 : relay_send_copy(c, DIR_DOWN, ok, sizeof ok - 1) < 0) {
+        conn_close(c);
+        return;
+    }
+    c->req_bytes[DIR_DOWN] = 0; /* the tunnel's bytes are the peers' */
+    c->last_active = uv_now(conn_loop(c));
+    conn_arm(c, c->px->opts.idle_ms);
+    bool ended = c->dir[DIR_UP].eof;
+    c->dir[DIR_UP].eof = false;
+    tunnel_begin(c);
+    if (ended && !c->closing)
+        client_ended(c);
+    conn_update_reads(c);
+}
+
+static void forward_send(struct conn *c)
+{
+    c->state = CONN_FORWARD;
+    memset(c->dir, 0, sizeof c->dir);
+    c->fwd.res_head_done = c->fwd.res_done = false;
+    c->last_active = uv_now(conn_loop(c));
+    conn_arm(c, c->px->opts.idle_ms);
+    struct relay_buf *out = c->fwd.out;
+    c->fwd.out = NULL;
+    if (relay_send(c, DIR_UP, out, 0, out->len) < 0) {
+        conn_fail(c, 502, "error", "upstream_failed",
+                  "cannot send the request upstream");
+        return;
+    }
+    conn_update_reads(c);
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    struct conn *c = req->data;
+    if (status == UV_ECANCELED || c->closing || c->state != CONN_DIAL)
+        return;
+    if (status < 0) {
+        c->last_err = status;
+        c->addr_i++;
+        c->up.redial = true;
+        conn_close_up(c);
+        return;
+    }
+    c->up.connected = true;
+    uv_tcp_nodelay(&c->up.tcp, 1);
+    memcpy(c->up.host, c->host, sizeof c->up.host);
+    c->up.port = c->port;
+    c->up.addr = c->addrs[c->addr_i];
+    if (c->is_connect)
+        tunnel_established(c);
+    else
+        forward_send(c);
+}
+
+static void check_and_dial(struct conn *c)
+{
+    for (unsigned i = 0; i < c->naddr; i++)
+        if (!addr_admitted(c, &c->addrs[i]))
+            return;
+    c->state = CONN_DIAL;
+    c->addr_i = 0;
+    c->last_err = 0;
+    conn_update_reads(c);
+    conn_arm(c, c->px->opts.connect_ms);
+    dial_next(c);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct conn *c = req->data;
+    free(req);
+    c->gai = NULL;
+    c->nopen--;
+    if (c->closing || c->state != CONN_RESOLVE) {
+        uv_freeaddrinfo(res);
+        if (c->closing)
+            conn_free_if_done(c);
+        return;
+    }
+    c->naddr = 0;
+    for (struct addrinfo *ai = res; ai && c->naddr < PROXY_MAX_ADDRS;
+         ai = ai->ai_next) {
+        struct host_addr a;
+        memset(&a, 0, sizeof a);
+        if (ai->ai_family == AF_INET) {
+            a.family = 4;
+            memcpy(a.bytes, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, 4);
+        } else if (ai->ai_family == AF_INET6) {
+            a.family = 6;
+            memcpy(a.bytes, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr,
+                   16);
+        } else {
+            continue;
+        }
+        bool dup = false;
+        for (unsigned i = 0; i < c->naddr; i++)
+            dup = dup || memcmp(&c->addrs[i], &a, sizeof a) == 0;
+        if (!dup)
+            c->addrs[c->naddr++] = a;
+    }
+    uv_freeaddrinfo(res);
+    if (status < 0 || c->naddr == 0) {
+        char reason[HOST_NAME_CAP + 64];
+        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
+                 status < 0 ? uv_strerror(status) : "no address");
+        conn_reply(c, 502, "error", "dns_failed", reason);
+        return;
+    }
+    check_and_dial(c);
+}
+
+static void resolve(struct conn *c)
+{
+    struct proxy *p = c->px;
+    for (size_t i = 0; i < p->opts.nresolve; i++) {
+        const struct proxy_resolve *r = &p->opts.resolve[i];
+        if (strcmp(r->name, c->host) == 0) {
+            c->naddr = (uint8_t)r->naddr;
+            memcpy(c->addrs, r->addrs, r->naddr * sizeof *r->addrs);
+            check_and_dial(c);
+            return;
+        }
+    }
+    c->gai = malloc(sizeof *c->gai);
+    if (!c->gai) {
+        conn_reply(c, 502, "error", "internal_error", "out of memory");
+        return;
+    }
+    c->gai->data = c;
+    c->state = CONN_RESOLVE;
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int r = uv_getaddrinfo(conn_loop(c), c->gai, on_resolved, c->host, NULL,
+                           &hints);
+    if (r != 0) {
+        free(c->gai);
+        c->gai = NULL;
+        char reason[HOST_NAME_CAP + 64];
+        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
+                 uv_strerror(r));
+        conn_reply(c, 502, "error", "dns_failed", reason);
+        return;
+    }
+    c->nopen++;
+    conn_update_reads(c);
+    conn_arm(c, p->opts.dns_ms);
+}
+
+/* Builds the origin-form head plus the body bytes that came with it. */
+static int forward_prepare(struct conn *c, const struct http_request *req,
+                           size_t head_len)
+{
+    struct proxy_loop *loop = c->px->loop;
+    struct relay_buf *out = relay_buf_get(loop);
+    if (!out)
+        return -1;
+    size_t n = http_write_upstream_head(req, true, out->data, out->cap);
+    size_t extra = c->head_len - head_len;
+    if (n + extra > out->cap) {
+        relay_buf_put(loop, out);
+        out = relay_buf_sized(n + extra);
+        if (!out)
+            return -1;
+        n = http_write_upstream_head(req, true, out->data, out->cap);
+    }
+    c->fwd.req_body = (uint8_t)req->body;
+    c->fwd.req_left = req->content_length;
+    http_chunked_init(&c->fwd.req_chunk);
+    c->fwd.req_done = req->body == BODY_NONE;
+    const char *rest = c->head + head_len;
+    size_t nb = 0;
+    if (!c->fwd.req_done && extra > 0) {
+        if (req->body == BODY_LENGTH) {
+            nb = extra < c->fwd.req_left ? extra : (size_t)c->fwd.req_left;
+            c->fwd.req_left -= nb;
+            c->fwd.req_done = c->fwd.req_left == 0;
+        } else {
+            bool done = false;
+            ssize_t r =
+                http_chunked_feed(&c->fwd.req_chunk, rest, extra, &done);
+            if (r < 0) {
+                relay_buf_put(loop, out);
+                return -2;
+            }
+            nb = (size_t)r;
+            c->fwd.req_done = done;
+        }
+    } else if (!c->fwd.req_done && req->body == BODY_LENGTH &&
+               c->fwd.req_left == 0) {
+        c->fwd.req_done = true;
+    }
+    memcpy(out->data + n, rest, nb);
+    out->len = (uint32_t)(n + nb);
+    /* Anything after the body is the next request: keep it. */
+    memmove(c->head, rest + nb, extra - nb);
+    c->head_len = (uint32_t)(extra - nb);
+    if (c->fwd.out)
+        relay_buf_put(loop, c->fwd.out);
+    c->fwd.out = out;
+    return 0;
+}
+
+static void handle_request(struct conn *c, const struct http_request *req,
+                           size_t head_len)
+{
+    struct proxy *p = c->px;
+    size_t ml =
+        req->method.n < sizeof c->method ? req->method.n : sizeof c->method - 1;
+    memcpy(c->method, req->method.p, ml);
+    c->method[ml] = '\0';
+    memcpy(c->host, req->host, sizeof c->host);
+    c->port = req->port;
+    c->kind = (uint8_t)req->host_kind;
+    c->is_connect = req->is_connect;
+    c->keep_alive = req->keep_alive && !req->is_connect;
+    c->fwd.head_req = strcmp(c->method, "HEAD") == 0;
+    c->fwd.close_after = false;
+    c->ev_pending = true;
+    c->admitted = 0;
+    c->reported = false;
+    c->req_start = uv_hrtime();
+    c->req_bytes[DIR_UP] = c->req_bytes[DIR_DOWN] = 0;
+    /* CONNECT keeps reading (into the head buffer, bounded) while it is
+     * checked, resolved and dialed: stopping and restarting costs system
+     * calls on every tunnel. A forward request stops: what follows is body,
+     * which is framed only once the upstream is there. */
+    c->state = CONN_RESOLVE;
+
+    proxy_allow_put(c->allow);
+    c->allow = proxy_allow_get(p);
+    struct verdict v;
+    if (!decide_host(p, c->allow->list, req->host_kind, req->host, &req->addr,
+                     req->port, &c->reported, &v)) {
+        c->head_len = 0; /* pipelined bytes after a refusal go nowhere */
+        conn_reply(c, v.status, "deny", v.code, v.reason);
+        return;
+    }
+
+    if (c->is_connect) {
+        size_t extra = c->head_len - head_len;
+        memmove(c->head, c->head + head_len, extra);
+        c->head_len = (uint32_t)extra;
+        if (c->up.inited)
+            conn_close_up(c);
+    } else {
+        int r = forward_prepare(c, req, head_len);
+        if (r != 0) {
+            c->head_len = 0;
+            conn_reply(c, r == -2 ? 400 : 502, r == -2 ? "deny" : "error",
+                       r == -2 ? "bad_request" : "internal_error",
+                       r == -2 ? "malformed chunked body" : "out of memory");
+            return;
+        }
+        /* The kept upstream reaches this host:port at a checked address:
+         * reuse it if that address still passes under today's allowlist. */
+        if (c->up.connected && !c->up.closing && c->up.reusable &&
+            c->up.port == c->port && strcmp(c->up.host, c->host) == 0) {
+            c->naddr = 1;
+            c->addr_i = 0;
+            c->addrs[0] = c->up.addr;
+            if (!addr_admitted(c, &c->up.addr))
+                return;
+            forward_send(c);
+            return;
+        }
+        conn_close_up(c);
+    }
+
+    if (req->host_kind == HOST_IPV4 || req->host_kind == HOST_IPV6) {
+        c->naddr = 1;
+        c->addrs[0] = req->addr;
+        check_and_dial(c);
+        return;
+    }
+    resolve(c);
+}
+
+/* The code of a refusal by the request parser, by its status. */
+static const char *parse_code(int status)
+{
+    switch (status) {
+    case 414:
+    case 431:
+        return "too_large";
+    case 501:
+        return "not_implemented";
+    case 505:
+        return "bad_version";
+    default:
+        return "bad_request";
+    }
+}
+
+void conn_handle_request(struct conn *c, const struct http_request *req,
+                         size_t head_len)
+{
+    handle_request(c, req, head_len);
+}
+
+void conn_reply_refusal(struct conn *c, int status, const char *type,
+                        const char *code, const char *reason)
+{
+    conn_reply(c, status, type, code, reason);
+}
+
+void conn_end_client_now(struct conn *c)
+{
+    conn_end_client(c);
+}
+
+static void conn_parse_head(struct conn *c)
+{
+    /* SOCKS5 begins with its version byte, which no HTTP method does. */
+    if (c->socks || (c->req_start == 0 && c->head_len > 0 &&
+                     (unsigned char)c->head[0] == 5)) {
+        proxy_socks_head(c);
+        return;
+    }
+    struct http_request req;
+    const char *why = NULL;
+    size_t max = c->px->opts.max_header_bytes;
+    int r = http_parse_request(c->head, c->head_len, max, &req, &why);
+    if (r == 0) {
+        if (c->head_len > max)
+            conn_reply(c, 431, "deny", "too_large", "request head too large");
+        else
+            conn_update_reads(c);
+        return;
+    }
+    if (r < 0) {
+        c->method[0] = c->host[0] = '\0';
+        c->port = 0;
+        c->head_len = 0;
+        conn_reply(c, -r, "deny", parse_code(-r),
+                   why ? why : "malformed request");
+        return;
+    }
+    const struct proxy_opts *o = &c->px->opts;
+    if (o->token_len &&
+        (req.proxy_auths != 1 ||
+         !proxy_token_http_ok(o, req.proxy_auth.p, req.proxy_auth.n))) {
+        size_t ml = req.method.n < sizeof c->method ? req.method.n
+                                                    : sizeof c->method - 1;
+        memcpy(c->method, req.method.p, ml);
+        c->method[ml] = '\0';
+        memcpy(c->host, req.host, sizeof c->host);
+        c->port = req.port;
+        c->head_len = 0;
+        conn_reply(c, 407, "deny", "auth_required",
+                   "this proxy needs its token (Proxy-Authorization: Basic, "
+                   "user isolation)");
+        return;
+    }
+    handle_request(c, &req, (size_t)r);
+}
+
+/* After a forward response: the next request, or the end. */
+void conn_forward_done(struct conn *c)
+{
+    if (c->closing)
+        return;
+    if (c->ev_pending && c->admitted)
+        conn_event_admitted(c);
+    if (!c->up.reusable || c->dir[DIR_DOWN].eof)
+        conn_close_up(c);
+    proxy_allow_put(c->allow);
+    c->allow = NULL;
+    if (!c->keep_alive || c->fwd.close_after || c->carry_lost) {
+        conn_end_client(c);
+        return;
+    }
+    c->state = CONN_HEAD;
+    memset(c->dir, 0, sizeof c->dir);
+    if (c->head_len > 0) {
+        conn_arm(c, c->px->opts.header_ms);
+        conn_parse_head(c);
+        return;
+    }
+    /* Idle between requests: hold no head buffer. */
+    conn_head_free(c);
+    c->kept = true;
+    conn_arm(c, c->px->opts.idle_ms);
+    conn_update_reads(c);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    struct proxy *p = c->px;
+    uint64_t now = uv_now(conn_loop(c));
+    switch (c->state) {
+    case CONN_HEAD:
+        if (c->kept && c->head_len == 0)
+            conn_close(c); /* idle between requests */
+        else
+            conn_reply(c, 408, "error", "header_timeout",
+                       "request head not complete within header_timeout");
+        break;
+    case CONN_RESOLVE:
+        if (c->gai)
+            uv_cancel((uv_req_t *)c->gai);
+        conn_reply(c, 504, "error", "dns_timeout", "name resolution timed out");
+        break;
+    case CONN_DIAL:
+        conn_reply(c, 504, "error", "connect_timeout",
+                   "connecting upstream timed out");
+        break;
+    case CONN_TUNNEL:
+    case CONN_FORWARD: {
+        if (c->sni_wait && now >= c->deadline) {
+            conn_event(c, "deny", "tls_timeout", 403,
+                       "no complete TLS ClientHello within header_timeout");
+            conn_close(c);
+            break;
+        }
+        uint64_t idle = now - c->last_active;
+        if (idle >= p->opts.idle_ms) {
+            if (c->state == CONN_FORWARD && !c->fwd.res_head_done)
+                conn_fail(c, 504, "error", "upstream_timeout",
+                          "upstream did not answer within "
+                          "idle_timeout");
+            else
+                conn_close(c);
+            break;
+        }
+        uint64_t next = p->opts.idle_ms - idle;
+        if (c->sni_wait && c->deadline - now < next)
+            next = c->deadline - now;
+        uv_timer_start(&c->timer, on_timer, next, 0);
+        break;
+    }
+    default:
+        conn_close(c);
+        break;
+    }
+}
+
+/* ---- a new client, for the listener (proxy_listen.c) ---- */
+
+/*
+ * A refused client gets its 503 and is closed at once: a refusal that
+ * lingered would hold a descriptor per refused connection for
+ * PROXY_LINGER_MS, and a flood of them would use up what the quota
+ * protects. What it sent is read away first, so the close is a FIN (a
+ * reset still leaves the queued reply readable on Linux).
+ */
+void conn_refuse(struct conn *c, const char *reason)
+{
+    conn_event(c, "error", "too_many", 503, reason);
+    char msg[600];
+    uv_buf_t b =
+        uv_buf_init(msg, (unsigned)reply_text(503, reason, msg, sizeof msg));
+    uv_try_write(&c->client.s, &b, 1);
+    uv_os_fd_t fd;
+    if (uv_fileno(&c->client.h, &fd) == 0) {
+        char sink[4096];
+        for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0;
+             i++)
+            ;
+    }
+    conn_close(c);
+}
+
+struct conn *conn_accept(struct proxy *p, uv_stream_t *server, bool is_unix)
+{
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->px = p;
+    c->client_unix = is_unix;
+    uv_loop_t *loop = &p->loop->uv;
+    int r = is_unix ? uv_pipe_init(loop, &c->client.pipe, 0)
+                    : uv_tcp_init(loop, &c->client.tcp);
+    if (r != 0) {
+        free(c);
+        return NULL;
+    }
+    c->client.h.data = c;
+    uv_timer_init(loop, &c->timer);
+    c->timer.data = c;
+    c->nopen = 2;
+    p->handles++;
+    struct proxy_loop *pl = p->loop;
+    if (++pl->live > pl->peak)
+        pl->peak = pl->live;
+    c->next = p->conns;
+    if (p->conns)
+        p->conns->prev = c;
+    p->conns = c;
+    atomic_fetch_add_explicit(&p->stats.active, 1, memory_order_relaxed);
+    if (uv_accept(server, &c->client.s) != 0) {
+        conn_close(c);
+        return NULL;
+    }
+    fd_take(c, &c->fd_client);
+    atomic_fetch_add_explicit(&p->stats.connections, 1, memory_order_relaxed);
+    c->state = CONN_HEAD;
+    return c;
+}
+
+void conn_start(struct conn *c, bool is_unix, bool nodelay_inherited)
+{
+    struct proxy *p = c->px;
+    if (!is_unix && !nodelay_inherited)
+        uv_tcp_nodelay(&c->client.tcp, 1);
+    c->counted = true;
+    p->nclients++;
+    /* A unix client may be a sandbox handing over its listener: its first
+     * byte decides, before the HTTP parser sees any (proxy_pass.c). */
+    if (is_unix && p->opts.accept_listeners)
+        c->pass = PASS_PROBE;
+    conn_arm(c, p->opts.header_ms);
+    conn_update_reads(c);
+}

@@ -1,0 +1,203 @@
+/*
+ * proxy_conn.h - one client connection (struct conn), its buffers, and what
+ * the files that handle its bytes share: proxy_conn.c (heads, dialing,
+ * replies), proxy_relay.c (moving bytes) and proxy_buf.c (its buffers),
+ * proxy_socks.c and proxy_pass.c (other first bytes), proxy_event.c
+ * (an event names its connection's request), and proxy_loop.c (the loop's
+ * queue of parked connections, resumed oldest first).
+ */
+#ifndef ISOLATION_PROXY_CONN_H
+#define ISOLATION_PROXY_CONN_H
+
+#include "proxy/proxy.h"
+#include "wire/httpparse.h"
+
+/* A read buffer; the write request that sends it lives in front of it. */
+struct relay_buf {
+    uv_write_t req;
+    struct conn *c;
+    struct relay_buf *next_free;
+    uint32_t cap;
+    uint32_t len; /* bytes held (SNI and response-head accumulation) */
+    uint8_t dir;  /* while written: DIR_UP or DIR_DOWN */
+    char data[];
+};
+
+enum conn_state {
+    CONN_HEAD,    /* reading a request head (or idle between requests) */
+    CONN_RESOLVE, /* waiting for the name's addresses */
+    CONN_DIAL,    /* connecting upstream */
+    CONN_TUNNEL,  /* CONNECT established */
+    CONN_FORWARD, /* a forward request and its response in flight */
+    CONN_LINGER,  /* an error reply sent; draining the client, then close */
+    CONN_CLOSED
+};
+
+enum { DIR_UP = 0, DIR_DOWN = 1 }; /* client->upstream, upstream->client */
+enum { SIDE_CLIENT = 0, SIDE_UP = 1 };
+
+struct conn_dir {
+    uint32_t pending; /* writes queued to the destination */
+    bool eof;         /* the source has ended */
+    bool shut;        /* the destination's shutdown has completed */
+};
+
+/* The upstream connection, and what it reaches. */
+struct conn_up {
+    uv_tcp_t tcp;
+    uv_connect_t connect;
+    bool inited, connected, closing;
+    bool reusable; /* a forward response left it fit for the next request */
+    bool redial;   /* dial the next address once this socket has closed */
+    /* What it reaches (forward keep-alive): host:port at a checked address. */
+    char host[HOST_NAME_CAP];
+    int port;
+    struct host_addr addr;
+};
+
+/* A forward request and its response, framed in both directions. */
+struct conn_fwd {
+    bool req_done, res_done, res_head_done;
+    bool head_req;    /* HEAD: its response has no body */
+    bool close_after; /* end the client connection after this response */
+    uint8_t req_body, res_body; /* BODY_* */
+    int res_status;
+    uint64_t req_left, res_left;
+    struct http_chunked req_chunk, res_chunk;
+    struct relay_buf *res; /* the response head so far */
+    struct relay_buf *out; /* the upstream head, until dialed */
+};
+
+struct conn {
+    struct proxy *px;
+    struct conn *prev, *next;
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+        uv_stream_t s;
+        uv_handle_t h;
+    } client;
+    struct conn_up up;
+    uv_timer_t timer;
+    uv_shutdown_t shut_req[2]; /* by destination side */
+    uv_getaddrinfo_t *gai;
+    struct proxy_allow *allow;
+
+    /* The request head, and whatever the client sent right behind it. */
+    char *head;
+    uint32_t head_len, head_cap;
+    struct relay_buf *sni; /* tunnel: first client bytes until decided */
+
+    uint64_t last_active;
+    uint64_t deadline;
+    uint64_t req_start; /* uv_hrtime() when the request's head was complete */
+    uint64_t req_bytes[2]; /* by direction: relayed for this request */
+    uint8_t state;
+    uint8_t nopen; /* handles and lookups not yet finished */
+    uint8_t naddr, addr_i;
+    bool closing;
+    bool counted; /* counts against max_connections */
+    bool reading[2];
+    bool bulk[2]; /* by side: a tunnel read filled a whole buffer */
+    bool is_connect, keep_alive, sni_wait;
+    bool kept;       /* idle between requests, its upstream kept */
+    bool ev_pending; /* a request whose event is not given yet */
+    /* Admitted (a tunnel established, a response head relayed): its one
+     * event is given when it ends, with its bytes. */
+    uint8_t admitted;
+    bool reported;   /* admitted by learn mode, not by the allowlist */
+    bool carry_lost; /* pipelined bytes did not fit: end after this one */
+    bool head_over;  /* its head would pass the proxy's PROXY_HEAD_BUDGET */
+    bool fd_client, fd_up; /* counted in the descriptor pool */
+    bool deferred[2]; /* by side: a read put off to the proxy's next turn */
+    bool parked[2];   /* by side: stopped until the loop resumes c */
+    bool in_park;     /* in the loop's queue of parked connections */
+    struct conn *park_prev, *park_next;
+    int last_err;
+    bool client_unix; /* the client came on a unix socket (else TCP) */
+    uint8_t pass;     /* proxy_pass.c: PASS_PROBE, PASS_CONTROL or 0 */
+    uint8_t socks;    /* proxy_socks.c: a SOCKS_* stage, or 0 (HTTP) */
+    struct pass_listener *listeners; /* a control connection's */
+    struct conn_dir dir[2];
+
+    char method[16];
+    char host[HOST_NAME_CAP];
+    int port;
+    uint8_t kind;
+    struct host_addr addrs[PROXY_MAX_ADDRS];
+
+    struct conn_fwd fwd;
+};
+
+/* proxy_pass.c: listeners handed over a unix socket (SCM_RIGHTS). */
+enum { PASS_PROBE = 1, PASS_CONTROL = 2 };
+
+/* proxy_socks.c: SOCKS5 on the same listeners (a first byte 0x05). */
+/* SOCKS_ANSWERED: a malformed request's reply is sent already. */
+enum {
+    SOCKS_GREETING = 1,
+    SOCKS_REQUEST = 2,
+    SOCKS_ASKED = 3,
+    SOCKS_AUTH = 4,
+    SOCKS_ANSWERED = 5
+};
+/* Parses what the head buffer holds at the connection's stage. */
+void proxy_socks_head(struct conn *c);
+/* The SOCKS reply for a refusal by its event code (SOCKS_ASKED only). */
+void proxy_socks_refuse(struct conn *c, const char *code);
+/* The success reply when the tunnel is up. */
+int proxy_socks_ok(struct conn *c);
+struct http_request;
+/* proxy_conn.c: the CONNECT decision and dial, as for an HTTP request. */
+void conn_handle_request(struct conn *c, const struct http_request *req,
+                         size_t head_len);
+void conn_reply_refusal(struct conn *c, int status, const char *type,
+                        const char *code, const char *reason);
+void conn_end_client_now(struct conn *c);
+
+/* c's reads while c->pass is set: its alloc and read callbacks (alloc
+ * returns false, and clears c->pass, once c is an HTTP client). */
+bool proxy_pass_alloc(struct conn *c, uv_buf_t *buf);
+void proxy_pass_read(struct conn *c, ssize_t n);
+/* c is closing: its listeners close with it. */
+void proxy_pass_conn_closed(struct conn *c);
+
+/* proxy_conn.c, used by the relay */
+void conn_update_reads(struct conn *c);
+/* A parked connection's turn has come: its reads start again. */
+void conn_resume(struct conn *c);
+void conn_fail(struct conn *c, int status, const char *type, const char *code,
+               const char *reason);
+void conn_forward_done(struct conn *c);
+/* The one event of the request in flight. */
+void conn_event(struct conn *c, const char *type, const char *code, int status,
+                const char *reason);
+/* The request is admitted (kind 1: a tunnel opened, 2: a response head
+ * relayed): counted now, its event given when it ends. */
+void conn_admit(struct conn *c, uint8_t kind);
+/* An admitted request has ended: its event, with its bytes. */
+void conn_event_admitted(struct conn *c);
+void conn_arm(struct conn *c, uint64_t ms);
+/* Frees the head buffer (and its charge to the proxy's head budget). */
+void conn_head_free(struct conn *c);
+/* Appends bytes the client sent after a request to the head buffer. */
+void conn_carry(struct conn *c, const char *p, size_t n);
+
+/* proxy_relay.c */
+void relay_client_data(struct conn *c, struct relay_buf *rb, size_t n);
+void relay_up_data(struct conn *c, struct relay_buf *rb, size_t n);
+void relay_eof(struct conn *c, int side);
+/* Sends len bytes of rb (from off) towards d; takes rb. <0 on error. */
+int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
+               size_t len);
+/* Copies bytes into a buffer of its own and sends it. */
+int relay_send_copy(struct conn *c, int d, const char *p, size_t len);
+
+/* proxy_buf.c */
+struct relay_buf *relay_buf_get(struct proxy_loop *loop);
+/* A RELAY_BIG_SIZE buffer, for reads in an established tunnel. */
+struct relay_buf *relay_buf_big(struct proxy_loop *loop);
+struct relay_buf *relay_buf_sized(size_t cap);
+void relay_buf_put(struct proxy_loop *loop, struct relay_buf *b);
+
+#endif
