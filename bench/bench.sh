@@ -13,6 +13,8 @@
 #   REPEAT=N       the harness's --repeat N (interleaved rounds, medians)
 #   LUV_ROW=       leave out the isolation-luv row (the proxy in luv mode)
 #   FLOOR_ROW=     leave out the floor row (bench/floor-relay.c, no checks)
+#   SANDBOX_ROWS=  leave out bridge.sh's whole-sandbox rows (a client in a real deny
+#                  sandbox, with each bridge)
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -57,7 +59,7 @@ rc=$?
 log "shared sandbox start cost -> $OUT"
 "$HARNESS/startup.sh" --out "$OUT" ${QUICK:+--runs 10} || rc=1
 log "bridge cost -> $OUT"
-"$REPO/bench/bridge.sh" --out "$OUT" || rc=1
+SANDBOX_ROWS=${SANDBOX_ROWS-1} "$REPO/bench/bridge.sh" --out "$OUT" || rc=1
 log "SOCKS5 next to HTTP CONNECT -> $OUT"
 "$REPO/bench/socks.sh" --out "$OUT" || rc=1
 log "deny launch start cost -> $OUT"
