@@ -106,6 +106,23 @@ function helpers.fd_count()
   return n
 end
 
+--- Polls pred every 50 ms (luv's sleep: no child) until it is true or
+--- `seconds` pass; then pred's last answer.
+function helpers.wait_for(pred, seconds)
+  local uv = require("luv")
+  local deadline = uv.hrtime() + seconds * 1e9
+  repeat
+    if pred() then return true end
+    uv.sleep(50)
+  until uv.hrtime() > deadline
+  return pred()
+end
+
+--- Does path name anything (a dangling link included)?
+function helpers.exists(path)
+  return require("luv").fs_lstat(path) ~= nil
+end
+
 local pid
 --- This Lua process's pid (io.open runs in this process, so /proc/self is us).
 function helpers.pid()

@@ -15,18 +15,9 @@ local session = require("isolation.session")
 local q = helpers.shquote
 local SSHD = "/usr/sbin/sshd"
 
-local function exists(path)
-  return uv.fs_lstat(path) ~= nil
-end
+local exists = helpers.exists
 
-local function wait_for(pred, seconds)
-  local deadline = uv.hrtime() + seconds * 1e9
-  repeat
-    if pred() then return true end
-    uv.sleep(50)
-  until uv.hrtime() > deadline
-  return pred()
-end
+local wait_for = helpers.wait_for
 
 local function pid_alive(pid)
   return helpers.run("kill -0 " .. pid) == 0

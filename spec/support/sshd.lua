@@ -13,18 +13,9 @@ local helpers = require("helpers")
 local q = helpers.shquote
 local M = { SSHD = "/usr/sbin/sshd" }
 
-local function wait_for(pred, seconds)
-  local deadline = uv.hrtime() + seconds * 1e9
-  repeat
-    if pred() then return true end
-    uv.sleep(50)
-  until uv.hrtime() > deadline
-  return pred()
-end
+local wait_for = helpers.wait_for
 
-local function exists(path)
-  return uv.fs_lstat(path) ~= nil
-end
+local exists = helpers.exists
 
 --- Why no private sshd can run here, or nil.
 function M.unavailable()
