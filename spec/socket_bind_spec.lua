@@ -8,6 +8,7 @@
 -- nothing to the mount). Each bridge, root and an ordinary user.
 local isolation = require("isolation")
 local helpers = require("helpers")
+local cli = require("support.cli")
 
 local q = helpers.shquote
 
@@ -60,7 +61,8 @@ describe("the proxy socket bound into a deny sandbox", function()
           end
           local before = mode_of(sock)
           local line = assert(isolation.wrap({ config = { mode = "bwrap", network = "deny" }, workdir = work,
-            proxy_socket = sock, bridge = bridge, command = ATTACK }))
+            proxy_socket = sock, bridge = bridge, command = ATTACK,
+            bridge_path = isolation.BRIDGE or cli.ROOT .. "/build/isolation-bridge" }))
           local prefix = as_user and "setpriv --reuid=65534 --regid=65534 --clear-groups " or ""
           local code, out, serr = helpers.run(prefix .. "env HOME=" .. q(home) .. " timeout -k 5 60 /bin/sh -c "
             .. q(line))
