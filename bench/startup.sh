@@ -23,6 +23,17 @@
 #   argv-pass        the whole argv (env -i, bwrap, the pass starter, bash):
 #                    the line without its run-time HOME check
 #   (deny-pass is argv-pass behind that check)
+# Not run unless named in STARTUP_NAMES:
+#   fork-argv-pass   argv-pass behind a substitution that only prints `env`:
+#                    the HOME check's fork without its checks
+# and what each group of guards-true costs (guards-true without it, the
+# rest unchanged):
+#   no-procmasks     the /proc masks (read-only binds, /dev/null over files)
+#   no-protect       the protect binds under the workdir
+#   no-userns        --unshare-user --disable-userns
+#   no-disableuserns --disable-userns only (its nested user namespace)
+#   no-capdrop       --cap-drop ALL
+#   no-sockbinds     the proxy socket's and the bridge program's binds
 # Each wrap line runs from a script file through `sh` (the line needs a
 # shell: $HOME tokens); the sh row is that shell's own cost.
 #
@@ -44,7 +55,7 @@ while [ $# -gt 0 ]; do
         --runs) RUNS=$2; shift ;;
         --out) OUT=$2; shift ;;
         --interleave) INTERLEAVE=1 ;;
-        *) sed -n '2,36p' "$0"; exit 2 ;;
+        *) sed -n '2,45p' "$0"; exit 2 ;;
     esac
     shift
 done
@@ -95,7 +106,12 @@ WORKDIR=$WORK/work SOCK=$WORK/pass.sock OUTDIR=$WORK LUA_CPATH="$REPO/build/?.so
       proxy_socket = os.getenv("SOCK"), bridge = "pass",
     }))
     local home = os.getenv("HOME") or "/root"
-    local function q(w) return "\039" .. w:gsub("%$HOME", home):gsub("\039", "\039\\\039\039") .. "\039" end
+    -- a kept name ${NAME+NAME=$NAME} stays a run-time token, as the line has it
+    local function q(w)
+      local n = w:match("^%${([%w_]+)%+[%w_]+=%$[%w_]+}$")
+      if n then return "${" .. n .. "+\"" .. n .. "=$" .. n .. "\"}" end
+      return "\039" .. w:gsub("%$HOME", home):gsub("\039", "\039\\\039\039") .. "\039"
+    end
     local bwrap, stop
     for i, w in ipairs(argv) do
       if w == "bwrap" and not bwrap then bwrap = i end
@@ -111,7 +127,39 @@ WORKDIR=$WORK/work SOCK=$WORK/pass.sock OUTDIR=$WORK LUA_CPATH="$REPO/build/?.so
     put("guards-true", bwrap, stop, "/bin/true")
     put("guards-bash", bwrap, stop, "bash -c -- true")
     put("env-guards-bash", 1, stop, "bash -c -- true")
-    put("argv-pass", 1, #argv)' || { echo "startup.sh: the pass line could not be taken apart" >&2; exit 1; }
+    put("argv-pass", 1, #argv)
+    -- the HOME check reduced to its fork: a substitution that only prints env
+    do
+      local words = { "\"$(command printf %s env)\"" }
+      for i = 2, #argv do words[#words + 1] = q(argv[i]) end
+      local f = assert(io.open(os.getenv("OUTDIR") .. "/fork-argv-pass.sh", "w"))
+      f:write(table.concat(words, " "), "\n")
+      f:close()
+    end
+    -- guards-true without one group of options each (what that group costs)
+    local arity = { ["--ro-bind"] = 2, ["--ro-bind-try"] = 2, ["--bind"] = 2, ["--bind-try"] = 2,
+      ["--dev"] = 1, ["--proc"] = 1, ["--tmpfs"] = 1, ["--chdir"] = 1, ["--cap-drop"] = 1, ["--setenv"] = 2 }
+    local work = os.getenv("WORKDIR")
+    local groups = {
+      procmasks = function(o) return o[3] and o[3]:match("^/proc/") end,
+      protect = function(o) return o[3] and o[3]:sub(1, #work + 1) == work .. "/" end,
+      userns = function(o) return o[1] == "--unshare-user" or o[1] == "--disable-userns" end,
+      disableuserns = function(o) return o[1] == "--disable-userns" end,
+      capdrop = function(o) return o[1] == "--cap-drop" end,
+      sockbinds = function(o) return o[3] == "/run/isolation/proxy.sock" or (o[2] or ""):match("isolation%-bridge$") end,
+    }
+    for name, drop in pairs(groups) do
+      local words, i = { "bwrap" }, bwrap + 1
+      while i < stop do
+        local o = {}
+        for k = i, i + (arity[argv[i]] or 0) do o[#o + 1] = argv[k] end
+        if not drop(o) then for _, w in ipairs(o) do words[#words + 1] = q(w) end end
+        i = i + #o
+      end
+      local f = assert(io.open(os.getenv("OUTDIR") .. "/no-" .. name .. ".sh", "w"))
+      f:write(table.concat(words, " "), " -- /bin/true\n")
+      f:close()
+    end' || { echo "startup.sh: the pass line could not be taken apart" >&2; exit 1; }
 BW="bwrap --ro-bind /usr /usr --ro-bind /etc /etc --ro-bind-try /bin /bin --ro-bind-try /lib /lib \
 --ro-bind-try /lib64 /lib64 --ro-bind-try /sbin /sbin --dev /dev --proc /proc --tmpfs /tmp \
 --unshare-pid --unshare-ipc --unshare-uts --die-with-parent"

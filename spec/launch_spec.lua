@@ -170,7 +170,7 @@ describe("bwrap_argv", function()
       local script = argv[#argv - 2]
       assert.are.same(concat({ "bwrap" }, SYSTEM, agent_bwrap(agent),
         { "--bind", "/srv/project", "/srv/project" }, protect_bwrap("/srv/project"),
-        { "--bind", "/var/lib/lectern/s1.sock", SOCK, "--chdir", "/srv/project", "--cap-drop", "ALL",
+        { "--ro-bind", "/var/lib/lectern/s1.sock", SOCK, "--chdir", "/srv/project", "--cap-drop", "ALL",
           "--unshare-user", "--disable-userns",
           "--unshare-net" },
         UNSHARE, { "--", "bash", "-c", "--", script, "bash", "run --it" }), argv)
@@ -874,7 +874,7 @@ describe("dry_run", function()
     assert.truthy(text:find("read-write $HOME/.claude -> $HOME/.claude  (agent config, when present)", 1, true))
     assert.truthy(text:find("read-write /srv/p -> /srv/p", 1, true))
     assert.truthy(text:find("read-only  /opt/ref -> /opt/ref", 1, true))
-    assert.truthy(text:find("read-write /var/lib/lectern/s1.sock -> " .. SOCK, 1, true))
+    assert.truthy(text:find("read-only  /var/lib/lectern/s1.sock -> " .. SOCK, 1, true))
     assert.truthy(text:find("namespaces: new mount, pid, ipc, uts, net", 1, true))
     assert.truthy(text:find("network: deny: only 127.0.0.1:3128 (HTTP) and 127.0.0.1:1080 (SOCKS5) -> socat -> " .. SOCK
       .. " -> host /var/lib/lectern/s1.sock", 1, true))

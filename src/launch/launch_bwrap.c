@@ -262,7 +262,10 @@ size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out)
     (void)order_user_mounts(out + first, n - first, &x, &y);
 
     if (s->deny) {
-        out[n] = (struct mount){MOUNT_RW, s->proxy_socket,
+        /* Read-only: connect() needs no write to the mount, and the
+         * sandbox (the socket's owner when the proxy's user launched it)
+         * must not chmod the host's socket open to every local user. */
+        out[n] = (struct mount){MOUNT_RO, s->proxy_socket,
                                 ISOLATION_SANDBOX_PROXY_SOCKET,
                                 "proxy socket, single file: the only way out"};
         n++;
