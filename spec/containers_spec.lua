@@ -433,6 +433,58 @@ describe("docker, for real", function()
       assert(proxy_back(proxy, fds))
     end)
 
+  it("the session manager: a docker deny session launches with bridge pass (its proxy takes the container's "
+    .. "listeners), reaches only its allowlist, and its end leaves nothing held", function()
+    if skip then return end
+    local session = require("isolation.session")
+    local glue = require("support.glue")
+    local policy = require("isolation.policy")
+    local root = helpers.tmpdir()
+    local work = dir .. "/home/session-work"
+    assert(os.execute("mkdir -p " .. shq(work)))
+    local cmdline
+    local mgr = assert(session.manager({
+      runtime_dir = root .. "/run",
+      launcher = function(line)
+        cmdline = line
+        return glue.start("env " .. eng.env .. " HOME=" .. shq(dir .. "/home") .. " sh -c " .. shq(line),
+          root .. "/launch.log")
+      end,
+      alive = function(h) return glue.alive(h) end,
+      stop = function(h) glue.stop(h) end,
+    }))
+    local ok, e = pcall(function()
+      local fds = helpers.fd_count()
+      local project = { id = "p" }
+      assert(policy.patch_project(project, { isolation = { mode = "docker", network = "deny",
+        docker_image = "isolation-spec-tools", allow_hosts = { "127.0.0.1:" .. up.http_port } } }))
+      local P = up.http_port
+      local s = assert(mgr:launch({ id = "d1", project = project, workdir = work, tty = false, bridge_path = bridge,
+        command = CURL .. "-w '%{http_code}' http://127.0.0.1:" .. P .. "/small >out.allowed; "
+          .. CURL .. "-w '%{http_code}' http://blocked.example.net/ >out.refused; "
+          .. "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL .. "-w '%{http_code}' "
+          .. "http://127.0.0.1:" .. P .. "/small >out.socks); "
+          .. "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo $? >out.direct; echo done >out" }))
+      assert.truthy(cmdline:find("--pass 3128,1080 /run/isolation/proxy.sock", 1, true), cmdline)
+      assert.is_true(glue.wait(function() return helpers.read(work .. "/out") ~= nil end, 60),
+        "the session's command did not finish: " .. tostring(helpers.read(root .. "/launch.log")))
+      assert.are.equal("200", helpers.read(work .. "/out.allowed"))
+      assert.are.equal("403", helpers.read(work .. "/out.refused"))
+      assert.are.equal("200", helpers.read(work .. "/out.socks"))
+      assert.are_not.equal("0\n", helpers.read(work .. "/out.direct"))
+      -- the container has ended: its proxy holds no connection (nor listener)
+      assert.is_true(glue.wait(function() return s.proxy:stats().active == 0 end, 10),
+        "active: " .. s.proxy:stats().active)
+      assert.is_true(glue.wait(function() mgr:poll() return s.state == "ended" end, 20))
+      assert.is_nil(s.proxy)
+      assert.is_true(glue.wait(function() return helpers.fd_count() == fds end, 5),
+        "descriptors: " .. helpers.fd_count() .. ", had " .. fds)
+    end)
+    mgr:close()
+    helpers.rmtree(root)
+    assert(ok, e)
+  end)
+
   it("the built-in bridge starts in an image with no file at all (static: no loader, no libc)", function()
     if skip then return end
     local function start_in_empty(program)
