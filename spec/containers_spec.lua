@@ -38,6 +38,69 @@ local function static_bridge()
   return (out:gsub("%s+$", ""))
 end
 
+-- The deny specs run with each bridge a container can have: the relay
+-- (builtin, the launch spec's default there) and pass (the starter hands
+-- the container's two listeners to the proxy: isolate's and the session
+-- manager's default).
+local BRIDGES = { "builtin", "pass" }
+
+-- The proxy's descriptors and connections back to where they were: no
+-- listener, control connection or client of an ended container held.
+local function proxy_back(proxy, fds)
+  for _ = 1, 100 do
+    if proxy:stats().active == 0 and helpers.fd_count() == fds then return true end
+    helpers.run("sleep 0.05")
+  end
+  return false, "the proxy has " .. proxy:stats().active .. " active connections and the process "
+    .. helpers.fd_count() .. " descriptors (had " .. fds .. ")"
+end
+
+-- A script line printing each process of the container: its pid, comm,
+-- state and parent, and its first two arguments (the rest of a shell's is
+-- this very script); then the shell's pid.
+local PROCS = "for f in /proc/[0-9]*; do read -r l <\"$f/stat\" 2>/dev/null || continue; "
+  .. "mapfile -d '' a <\"$f/cmdline\" 2>/dev/null; echo \"proc=$l|${a[0]} ${a[1]}\"; done; echo \"self=$$\""
+
+local function processes(out)
+  local list = {}
+  for pid, comm, state, ppid, argv in out:gmatch("proc=(%d+) %((.-)%) (%a) (%d+) [^|]*|([^\n]*)") do
+    list[#list + 1] = { pid = tonumber(pid), comm = comm, state = state, ppid = tonumber(ppid), argv = argv }
+  end
+  return list, tonumber(out:match("self=(%d+)"))
+end
+
+-- The keeper of a pass container (the starter's child holding the
+-- handover's connection): one, a child of the engine's init (PID 1), not
+-- of the command; no zombie anywhere.
+local function assert_keeper(out, bridge)
+  local procs, self = processes(out)
+  assert.is_true(#procs >= 3, out)
+  local keepers, zombies, relays = 0, 0, 0
+  for _, p in ipairs(procs) do
+    if p.state == "Z" then zombies = zombies + 1 end
+    if p.argv == "/run/isolation/bridge --pass" then
+      keepers = keepers + 1
+      assert.are.equal(1, p.ppid, out)
+      assert.are_not.equal(self, p.ppid, out)
+    elseif p.argv == "/run/isolation/bridge 3128,1080" then
+      relays = relays + 1
+    end
+  end
+  assert.are.equal(0, zombies, out)
+  assert.are.equal(bridge == "pass" and 1 or 0, keepers, out)
+  assert.are.equal(bridge == "pass" and 0 or 1, relays, out)
+end
+
+-- The attacker's sender (spec/support/sendfd.c), static: the image has no
+-- compiler and no python.
+local function build_sendfd(dir)
+  local path = dir .. "/tools/sendfd"
+  assert(os.execute("mkdir -p " .. shq(dir .. "/tools")))
+  local code, _, err = helpers.run("cc -std=c11 -O2 -static -o " .. shq(path) .. " spec/support/sendfd.c")
+  assert(code == 0, err)
+  return path
+end
+
 describe("docker, for real", function()
   local eng, why = containers.docker()
   if not eng then
@@ -66,7 +129,9 @@ describe("docker, for real", function()
     containers.image(eng, "isolation-spec-tools", TOOLS)
     containers.empty_image(eng, "isolation-spec-empty")
     up = upstream.start()
-    proxy = assert(isolation.proxy({ unix = sock, allow = { "127.0.0.1:" .. up.http_port } }))
+    -- 2: the HTTP and the SOCKS5 listener of one pass container, as
+    -- isolate and the session manager give their proxies
+    proxy = assert(isolation.proxy({ unix = sock, allow = { "127.0.0.1:" .. up.http_port }, accept_listeners = 2 }))
     bridge = static_bridge()
     base = {
       config = { mode = "docker", network = "deny", docker_image = "isolation-spec-tools" },
@@ -87,57 +152,89 @@ describe("docker, for real", function()
     if dir then helpers.rmtree(dir) end
   end)
 
-  it("deny: an allowlisted upstream on the host's loopback through the proxy, and nothing else", function()
-    if skip then return end
-    local P = up.http_port
-    local accepts = up:stats().http_accepts
-    local script = table.concat({
-      "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo devtcp=$?",
-      CURL .. "--noproxy '*' http://127.0.0.1:" .. P .. "/small; echo direct=$?",
-      CURL .. "-w 'forward=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small",
-      CURL .. "-w 'tunnel=%{http_code}\\n' --proxytunnel http://127.0.0.1:" .. P .. "/small",
-      CURL .. "-w 'name=%{http_code}\\n' http://blocked.example.net/",
-      CURL .. "-w 'name_tunnel=%{http_connect}\\n' https://blocked.example.net/",
-      CURL .. "-w 'other_port=%{http_code}\\n' http://127.0.0.1:" .. (P == 65535 and 1 or P + 1) .. "/",
-      "echo \"env=$HTTP_PROXY|$HTTPS_PROXY|$http_proxy|$https_proxy|${NO_PROXY-unset}|$NODE_USE_ENV_PROXY\"",
-      "echo \"bridge_mode=$(stat -c %a /run/isolation/bridge)\"",
-      "echo x >/run/isolation/bridge 2>/dev/null; echo bridge_write=$?",
-    }, "\n")
-    local code, out, err = launch(script)
-    assert.are.equal(0, code, err)
-    local r = kv(out)
-    assert.are_not.equal("0", r.devtcp, out)
-    assert.are_not.equal("0", r.direct, out)
-    assert.are.equal("200", r.forward, out)
-    assert.are.equal("200", r.tunnel, out)
-    assert.are.equal("403", r.name, out)
-    assert.are.equal("403", r.name_tunnel, out)
-    assert.are.equal("403", r.other_port, out)
-    assert.are.equal("http://127.0.0.1:3128|http://127.0.0.1:3128|http://127.0.0.1:3128|http://127.0.0.1:3128||1",
-      r.env, out)
-    -- the bridge is mounted read-only: the container cannot replace it
-    assert.are_not.equal("0", r.bridge_write, out)
-    -- exactly the two proxied requests reached the upstream
-    assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 2 end, 5))
-    assert.are.equal(accepts + 2, up:stats().http_accepts)
-  end)
+  for _, b in ipairs(BRIDGES) do
+    it("deny, bridge " .. b .. ": an allowlisted upstream on the host's loopback through the proxy (HTTP and SOCKS5), "
+      .. "and nothing else; the proxy holds nothing of the container afterwards", function()
+      if skip then return end
+      local P = up.http_port
+      local accepts = up:stats().http_accepts
+      local fds = helpers.fd_count()
+      local script = table.concat({
+        "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo devtcp=$?",
+        CURL .. "--noproxy '*' http://127.0.0.1:" .. P .. "/small; echo direct=$?",
+        CURL .. "-w 'forward=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small",
+        CURL .. "-w 'tunnel=%{http_code}\\n' --proxytunnel http://127.0.0.1:" .. P .. "/small",
+        CURL .. "-w 'name=%{http_code}\\n' http://blocked.example.net/",
+        CURL .. "-w 'name_tunnel=%{http_connect}\\n' https://blocked.example.net/",
+        CURL .. "-w 'other_port=%{http_code}\\n' http://127.0.0.1:" .. (P == 65535 and 1 or P + 1) .. "/",
+        "echo \"env=$HTTP_PROXY|$HTTPS_PROXY|$http_proxy|$https_proxy|${NO_PROXY-unset}|$NODE_USE_ENV_PROXY\"",
+        "echo \"bridge_mode=$(stat -c %a /run/isolation/bridge)\"",
+        "echo x >/run/isolation/bridge 2>/dev/null; echo bridge_write=$?",
+        -- no HTTP proxy variable left: curl takes ALL_PROXY (socks5h)
+        "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL
+          .. "-w 'socks=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small)",
+        "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL .. "http://blocked.example.net/; "
+          .. "echo socks_refused=$?)",
+        PROCS,
+        "exit 5",
+      }, "\n")
+      local code, out, err = launch(script, { bridge = b })
+      assert.are.equal(5, code, err)
+      local r = kv(out)
+      assert.are_not.equal("0", r.devtcp, out)
+      assert.are_not.equal("0", r.direct, out)
+      assert.are.equal("200", r.forward, out)
+      assert.are.equal("200", r.tunnel, out)
+      assert.are.equal("403", r.name, out)
+      assert.are.equal("403", r.name_tunnel, out)
+      assert.are.equal("403", r.other_port, out)
+      assert.are.equal("http://127.0.0.1:3128|http://127.0.0.1:3128|http://127.0.0.1:3128|http://127.0.0.1:3128||1",
+        r.env, out)
+      -- the bridge is mounted read-only: the container cannot replace it
+      assert.are_not.equal("0", r.bridge_write, out)
+      assert.are.equal("200", r.socks, out)
+      -- curl's own exit for a SOCKS refusal (CURLE_PROXY)
+      assert.are.equal("97", r.socks_refused, out)
+      assert_keeper(out, b)
+      -- exactly the three proxied requests reached the upstream
+      assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 3 end, 5))
+      assert.are.equal(accepts + 3, up:stats().http_accepts)
+      -- the container is gone (--rm), and with it the keeper: the proxy
+      -- closed its listeners and their control connection
+      assert(proxy_back(proxy, fds))
+      local _, running = helpers.run(eng:cmd("ps -aq"))
+      assert.are.equal("", running)
+    end)
+  end
 
-  it("isolate --mode docker (deny by default): the proxy, the allowlist, the command's status", function()
-    if skip then return end
-    local P = up.http_port
-    helpers.write(dir .. "/c.json", cjson.encode({ mode = "docker", docker_image = "isolation-spec-tools" }))
-    local code, out, err = cli.isolate({ "--config", dir .. "/c.json", "--workdir", base.workdir,
-      "--allow-host", "127.0.0.1:" .. P, "--no-protect", "--", "bash", "-c",
-      CURL .. "-w 'allowed=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small; "
-        .. CURL .. "-w 'refused=%{http_code}\\n' http://blocked.example.net/; "
-        .. "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo devtcp=$?; exit 9" },
-      { env = { eng.env, "HOME=" .. dir .. "/home" }, timeout = 120 })
-    assert.equal(9, code, err)
-    local r = kv(out)
-    assert.equal("200", r.allowed, out .. err)
-    assert.equal("403", r.refused, out .. err)
-    assert.are_not.equal("0", r.devtcp, out)
-  end)
+  for _, case in ipairs({ { "pass", {} }, { "builtin", { "--bridge", "builtin" } } }) do
+    local b, opts = case[1], case[2]
+    it("isolate --mode docker (deny by default) " .. (#opts > 0 and table.concat(opts, " ") or "(bridge pass by "
+      .. "default)") .. ": the proxy, the allowlist, the command's status", function()
+      if skip then return end
+      local P = up.http_port
+      helpers.write(dir .. "/c.json", cjson.encode({ mode = "docker", docker_image = "isolation-spec-tools" }))
+      local args = { "--config", dir .. "/c.json", "--workdir", base.workdir, "--allow-host", "127.0.0.1:" .. P,
+        "--no-protect" }
+      table.move(opts, 1, #opts, #args + 1, args)
+      table.move({ "--", "bash", "-c",
+        CURL .. "-w 'allowed=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small; "
+          .. CURL .. "-w 'refused=%{http_code}\\n' http://blocked.example.net/; "
+          .. "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL
+          .. "-w 'socks=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small); "
+          .. "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo devtcp=$?; " .. PROCS .. "; exit 9" },
+        1, 5, #args + 1, args)
+      local code, out, err = cli.isolate(args, { env = { eng.env, "HOME=" .. dir .. "/home" }, timeout = 120 })
+      assert.equal(9, code, err)
+      local r = kv(out)
+      assert.equal("200", r.allowed, out .. err)
+      assert.equal("403", r.refused, out .. err)
+      assert.equal("200", r.socks, out .. err)
+      assert.are_not.equal("0", r.devtcp, out)
+      -- the bridge that ran: the keeper of pass, or the relay
+      assert_keeper(out, b)
+    end)
+  end
 
   it("deny: the container cannot bind its own way out (no interface but loopback)", function()
     if skip then return end
@@ -225,17 +322,171 @@ describe("docker, for real", function()
     assert(ok, e)
   end)
 
-  it("SIGTERM to the client ends the command (the engine's init forwards it: the command is not PID 1): 143",
-    function()
+  for _, b in ipairs(BRIDGES) do
+    it("bridge " .. b .. ": SIGTERM to the client ends the command (the engine's init forwards it: the command "
+      .. "is not PID 1): 143; the container and the keeper end with it", function()
       if skip then return end
+      local fds = helpers.fd_count()
       local spec = {}
       for k, v in pairs(base) do spec[k] = v end
       spec.command = "sleep 60"
+      spec.bridge = b
       local line = assert(isolation.wrap(spec))
       local status, took = terminated("timeout -k 5 40 env " .. eng.env .. " HOME=" .. shq(dir .. "/home"), line)
       assert.are.equal(143, status)
       assert.is_true(took <= 10, "took " .. tostring(took))
+      assert(proxy_back(proxy, fds))
+      local _, running = helpers.run(eng:cmd("ps -aq"))
+      assert.are.equal("", running)
     end)
+  end
+
+  -- The descriptor checks come after the bound: a proxy with room for two
+  -- more listeners than the starter's (4) checks each descriptor.
+  it("bridge pass, attacked from inside (a proxy with 2 free slots): a connected socket, a file and a listener on "
+    .. "0.0.0.0 refused, closed unharmed, an error event each; the starter's listeners still served", function()
+    if skip then return end
+    local tools = build_sendfd(dir)
+    local roomy_sock = dir .. "/run/roomy.sock"
+    local roomy = assert(isolation.proxy({ unix = roomy_sock, allow = { "127.0.0.1:" .. up.http_port },
+      accept_listeners = 4 }))
+    local ok, e = pcall(function()
+      local fds = helpers.fd_count()
+      local send = tools .. " /run/isolation/proxy.sock "
+      local code, out, err = launch(table.concat({
+        send .. "connected", send .. "file", send .. "any_address",
+        CURL .. "-w 'after=%{http_code}\\n' http://127.0.0.1:" .. up.http_port .. "/small",
+      }, "\n"), { bridge = "pass", proxy_socket = roomy_sock, ro_binds = { dir .. "/tools" } })
+      assert.are.equal(0, code, err)
+      local r = kv(out)
+      assert.are.equal("no descriptor 1 of 1 is not listening", r.connected_reply, out)
+      assert.are.equal("no descriptor 1 of 1 is not a socket", r.file_reply, out)
+      assert.are.equal("no descriptor 1 of 1 is not bound to a loopback address", r.any_address_reply, out)
+      -- nothing written to the file, nothing sent on the connected
+      -- socket, nobody serving on the refused listener
+      assert.are.equal("secret", r.file, out)
+      assert.are.equal("<nothing>", r.peer, out)
+      assert.are.equal("0", r.any_address_reached, out)
+      assert.are.equal("200", r.after, out)
+      local bad = 0
+      for _, ev in ipairs(roomy:events()) do
+        if ev.type == "error" and ev.code == "bad_handover" then bad = bad + 1 end
+      end
+      assert.are.equal(3, bad)
+      assert.are.equal(3, roomy:stats().errors)
+      assert(proxy_back(roomy, fds))
+    end)
+    roomy:close()
+    assert(ok, e)
+  end)
+
+  it("bridge pass, attacked from inside (accept_listeners 2, both the starter's): a third loopback listener "
+    .. "refused and not served; the starter's still are", function()
+    if skip then return end
+    local tools = build_sendfd(dir)
+    local fds = helpers.fd_count()
+    proxy:events() -- only this test's events below
+    local errors = proxy:stats().errors
+    local code, out, err = launch(table.concat({
+      tools .. " /run/isolation/proxy.sock loopback",
+      CURL .. "-w 'after=%{http_code}\\n' http://127.0.0.1:" .. up.http_port .. "/small",
+    }, "\n"), { bridge = "pass", ro_binds = { dir .. "/tools" } })
+    assert.are.equal(0, code, err)
+    local r = kv(out)
+    assert.are.equal("no the proxy holds 2 of its accept_listeners (2) already", r.loopback_reply, out)
+    assert.are.equal("0", r.loopback_reached, out)
+    assert.are.equal("200", r.after, out)
+    local bad = 0
+    for _, ev in ipairs(proxy:events()) do
+      if ev.type == "error" and ev.code == "bad_handover" then bad = bad + 1 end
+    end
+    assert.are.equal(1, bad)
+    assert.are.equal(errors + 1, proxy:stats().errors)
+    assert(proxy_back(proxy, fds))
+  end)
+
+  it("bridge pass, attacked from inside: killing the keeper ends the container's route (the proxy closes the "
+    .. "listeners); a listener handed over then is the container's own loopback, served with the same checks",
+    function()
+      if skip then return end
+      local tools = build_sendfd(dir)
+      local fds = helpers.fd_count()
+      local accepts = up:stats().http_accepts
+      local code, out, err = launch(table.concat({
+        "for f in /proc/[0-9]*; do mapfile -d '' a <\"$f/cmdline\" 2>/dev/null; "
+          .. "[ \"${a[0]} ${a[1]}\" = '/run/isolation/bridge --pass' ] && kill -9 \"${f#/proc/}\" "
+          .. "&& echo killed=1; done",
+        "sleep 0.5",
+        CURL .. "http://127.0.0.1:" .. up.http_port .. "/small; echo lost=$?",
+        tools .. " /run/isolation/proxy.sock loopback",
+      }, "\n"), { bridge = "pass", ro_binds = { dir .. "/tools" } })
+      assert.are.equal(0, code, err)
+      local r = kv(out)
+      assert.are.equal("1", r.killed, out)
+      -- curl: could not connect (nothing listens on 3128 any more)
+      assert.are.equal("7", r.lost, out)
+      -- the slots are free again: the listener is taken, and a request on it
+      -- gets the proxy's answer (403 for blocked.example.net), nothing more
+      assert.are.equal("ok", r.loopback_reply, out)
+      assert.are.equal("1", r.loopback_reached, out)
+      assert.are.equal(accepts, up:stats().http_accepts)
+      assert(proxy_back(proxy, fds))
+    end)
+
+  it("the session manager: a docker deny session launches with bridge pass (its proxy takes the container's "
+    .. "listeners), reaches only its allowlist, and its end leaves nothing held", function()
+    if skip then return end
+    local session = require("isolation.session")
+    local glue = require("support.glue")
+    local policy = require("isolation.policy")
+    local root = helpers.tmpdir()
+    local work = dir .. "/home/session-work"
+    assert(os.execute("mkdir -p " .. shq(work)))
+    local cmdline
+    local mgr = assert(session.manager({
+      runtime_dir = root .. "/run",
+      launcher = function(line)
+        cmdline = line
+        return glue.start("env " .. eng.env .. " HOME=" .. shq(dir .. "/home") .. " sh -c " .. shq(line),
+          root .. "/launch.log")
+      end,
+      alive = function(h) return glue.alive(h) end,
+      stop = function(h) glue.stop(h) end,
+    }))
+    local ok, e = pcall(function()
+      local fds = helpers.fd_count()
+      local project = { id = "p" }
+      assert(policy.patch_project(project, { isolation = { mode = "docker", network = "deny",
+        docker_image = "isolation-spec-tools", allow_hosts = { "127.0.0.1:" .. up.http_port } } }))
+      local P = up.http_port
+      local s = assert(mgr:launch({ id = "d1", project = project, workdir = work, tty = false, bridge_path = bridge,
+        command = CURL .. "-w '%{http_code}' http://127.0.0.1:" .. P .. "/small >out.allowed; "
+          .. CURL .. "-w '%{http_code}' http://blocked.example.net/ >out.refused; "
+          .. "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL .. "-w '%{http_code}' "
+          .. "http://127.0.0.1:" .. P .. "/small >out.socks); "
+          .. "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo $? >out.direct; echo done >out" }))
+      -- pass where the bridge program is built (a sanitizer run without
+      -- its bridge has no isolation.BRIDGE: the relay then)
+      assert.are.equal(isolation.BRIDGE ~= nil, cmdline:find("--pass 3128,1080 /run/isolation/proxy.sock", 1, true)
+        ~= nil, cmdline)
+      assert.is_true(glue.wait(function() return helpers.read(work .. "/out") ~= nil end, 60),
+        "the session's command did not finish: " .. tostring(helpers.read(root .. "/launch.log")))
+      assert.are.equal("200", helpers.read(work .. "/out.allowed"))
+      assert.are.equal("403", helpers.read(work .. "/out.refused"))
+      assert.are.equal("200", helpers.read(work .. "/out.socks"))
+      assert.are_not.equal("0\n", helpers.read(work .. "/out.direct"))
+      -- the container has ended: its proxy holds no connection (nor listener)
+      assert.is_true(glue.wait(function() return s.proxy:stats().active == 0 end, 10),
+        "active: " .. s.proxy:stats().active)
+      assert.is_true(glue.wait(function() mgr:poll() return s.state == "ended" end, 20))
+      assert.is_nil(s.proxy)
+      assert.is_true(glue.wait(function() return helpers.fd_count() == fds end, 5),
+        "descriptors: " .. helpers.fd_count() .. ", had " .. fds)
+    end)
+    mgr:close()
+    helpers.rmtree(root)
+    assert(ok, e)
+  end)
 
   it("the built-in bridge starts in an image with no file at all (static: no loader, no libc)", function()
     if skip then return end
@@ -255,6 +506,21 @@ describe("docker, for real", function()
     assert.are_not.equal(0, code)
   end)
 
+  it("deny with bridge pass: the deny script execs the starter, which execs the command; dry_run says pass", function()
+    local spec = { config = { mode = "docker", network = "deny", docker_image = "img" }, workdir = "/srv/w",
+      command = "true", bridge_path = "/opt/b", proxy_socket = "/r/p.sock", bridge = "pass", tty = false }
+    for _, mode in ipairs({ "docker", "podman" }) do
+      spec.config.mode = mode
+      local argv = assert(isolation.docker_argv(spec))
+      assert.are.same({ "bash", "true", "/run/isolation/bridge" }, table.move(argv, #argv - 2, #argv, 1, {}))
+      local script = argv[#argv - 3]
+      local tail = '; exec "$2" --pass 3128,1080 /run/isolation/proxy.sock bash -c -- "$1"'
+      assert.are.equal(tail, script:sub(-#tail))
+      assert.matches("-> pass (the listener handed to the proxy) -> /run/isolation/proxy.sock",
+        assert(isolation.dry_run(spec)), 1, true)
+    end
+  end)
+
   it("deny needs the proxy socket, and refuses the socat bridge (the image may have none)", function()
     local ok, err = isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/srv/w",
       command = "true", bridge_path = "/opt/b" })
@@ -263,7 +529,7 @@ describe("docker, for real", function()
     ok, err = isolation.docker_argv({ config = { mode = "docker", network = "deny" }, workdir = "/srv/w",
       command = "true", bridge_path = "/opt/b", proxy_socket = "/r/p.sock", bridge = "socat" })
     assert.is_nil(ok)
-    assert.matches('bridge must be "builtin"', err)
+    assert.matches('bridge must be "builtin" or "pass"', err, 1, true)
   end)
 end)
 
@@ -291,7 +557,7 @@ describe("podman (rootless), for real", function()
     up = upstream.start()
     local sock = pod.dir .. "/proxy/proxy.sock"
     assert(os.execute("mkdir -m 0700 " .. shq(pod.dir .. "/proxy") .. " " .. shq(pod.dir .. "/work")))
-    proxy = assert(isolation.proxy({ unix = sock, allow = { "127.0.0.1:" .. up.http_port } }))
+    proxy = assert(isolation.proxy({ unix = sock, allow = { "127.0.0.1:" .. up.http_port }, accept_listeners = 2 }))
     -- the socket is the user's, as a session of that user would make it
     assert(os.execute("chown -R " .. pod.uid .. " " .. shq(pod.dir .. "/proxy") .. " " .. shq(pod.dir .. "/work")))
     work = pod.dir .. "/work"
@@ -308,37 +574,55 @@ describe("podman (rootless), for real", function()
     pod:stop()
   end)
 
-  it("deny: the allowlisted upstream through the proxy only; direct TCP fails; 403 for others", function()
-    if skip then return end
-    local P = up.http_port
-    local accepts = up:stats().http_accepts
-    local code, out, err = launch(table.concat({
-      "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo devtcp=$?",
-      CURL .. "-w 'forward=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small",
-      CURL .. "-w 'tunnel=%{http_code}\\n' --proxytunnel http://127.0.0.1:" .. P .. "/small",
-      CURL .. "-w 'name=%{http_code}\\n' http://blocked.example.net/",
-    }, "\n"))
-    assert.are.equal(0, code, err)
-    local r = kv(out)
-    assert.are_not.equal("0", r.devtcp, out)
-    assert.are.equal("200", r.forward, out .. err)
-    assert.are.equal("200", r.tunnel, out)
-    assert.are.equal("403", r.name, out)
-    assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 2 end, 5))
-    assert.are.equal(accepts + 2, up:stats().http_accepts)
-  end)
+  for _, b in ipairs(BRIDGES) do
+    it("deny, bridge " .. b .. ": the allowlisted upstream through the proxy only (HTTP and SOCKS5); direct TCP "
+      .. "fails; 403 for others; the keeper a child of catatonit; the proxy holds nothing afterwards", function()
+      if skip then return end
+      local P = up.http_port
+      local accepts = up:stats().http_accepts
+      local fds = helpers.fd_count()
+      local code, out, err = launch(table.concat({
+        "(exec 3<>/dev/tcp/127.0.0.1/" .. P .. ") 2>/dev/null; echo devtcp=$?",
+        CURL .. "-w 'forward=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small",
+        CURL .. "-w 'tunnel=%{http_code}\\n' --proxytunnel http://127.0.0.1:" .. P .. "/small",
+        CURL .. "-w 'name=%{http_code}\\n' http://blocked.example.net/",
+        "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL
+          .. "-w 'socks=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small)",
+        "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL .. "http://blocked.example.net/; "
+          .. "echo socks_refused=$?)",
+        PROCS,
+        "exit 6",
+      }, "\n"), { bridge = b })
+      assert.are.equal(6, code, err)
+      local r = kv(out)
+      assert.are_not.equal("0", r.devtcp, out)
+      assert.are.equal("200", r.forward, out .. err)
+      assert.are.equal("200", r.tunnel, out)
+      assert.are.equal("403", r.name, out)
+      assert.are.equal("200", r.socks, out)
+      assert.are.equal("97", r.socks_refused, out)
+      assert_keeper(out, b)
+      assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 3 end, 5))
+      assert.are.equal(accepts + 3, up:stats().http_accepts)
+      assert(proxy_back(proxy, fds))
+    end)
 
-  it("SIGTERM to podman ends the command (catatonit forwards it): 143", function()
-    if skip then return end
-    local spec = {}
-    for k, v in pairs(base) do spec[k] = v end
-    spec.command = "sleep 60"
-    local line = assert(isolation.wrap(spec))
-    local status, took = terminated("cd " .. shq(pod.dir) .. " && timeout -k 5 40 " .. pod.prefix .. " env "
-      .. pod.env, line)
-    assert.are.equal(143, status)
-    assert.is_true(took <= 10, "took " .. tostring(took))
-  end)
+    it("bridge " .. b .. ": SIGTERM to podman ends the command (catatonit forwards it): 143; the keeper ends "
+      .. "with it", function()
+      if skip then return end
+      local fds = helpers.fd_count()
+      local spec = {}
+      for k, v in pairs(base) do spec[k] = v end
+      spec.command = "sleep 60"
+      spec.bridge = b
+      local line = assert(isolation.wrap(spec))
+      local status, took = terminated("cd " .. shq(pod.dir) .. " && timeout -k 5 40 " .. pod.prefix .. " env "
+        .. pod.env, line)
+      assert.are.equal(143, status)
+      assert.is_true(took <= 10, "took " .. tostring(took))
+      assert(proxy_back(proxy, fds))
+    end)
+  end
 
   it("none: nothing reachable; the workdir written as the user (--userns=keep-id); exit status", function()
     if skip then return end

@@ -210,8 +210,8 @@ describe("isolate", function()
       assert.is_true(at < dash)
     end)
 
-    it("--json for docker deny is docker_argv: --network none, the proxy socket and the bridge, -t only at a terminal",
-      function()
+    it("--json for docker deny is docker_argv: --network none, the proxy socket and the bridge (pass), -t only at a "
+      .. "terminal", function()
         local real = assert(uv.fs_realpath(tmp))
         local status, out, err = cli.isolate({ "--dry-run", "--json", "--mode", "docker", "--agent", "codex",
           "--workdir", tmp, "--", "true" })
@@ -224,7 +224,7 @@ describe("isolate", function()
         assert.is_string(bridge, out)
         local expected = assert(isolation.docker_argv({
           config = { mode = "docker", network = "deny" }, agent = "codex", workdir = real, command = "true",
-          tty = false, proxy_socket = sock, bridge_path = bridge,
+          tty = false, proxy_socket = sock, bridge_path = bridge, bridge = "pass", -- isolate's default where it runs
           protect = {}, -- docker gets only the protected paths that exist: none in this directory
         }))
         assert.are.same(expected, argv)

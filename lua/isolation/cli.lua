@@ -648,8 +648,12 @@ local function build_spec(o, cfg)
   local st = real and uv.fs_stat(real)
   if not (st and st.type == "directory") then die_usage("--workdir: no such directory: " .. workdir) end
   local bridge = o.bridge
-  if bridge == nil and cfg.mode == "bwrap" and cfg.network == "deny" then
-    -- pass where the bridge program exists: no relay process, no second hop
+  local engine = cfg.mode == "docker" or cfg.mode == "podman"
+  if bridge == nil and cfg.network == "deny" and (cfg.mode == "bwrap" or engine and (o.target or "local") == "local")
+  then
+    -- pass where the bridge program exists: no relay process, no second
+    -- hop; a container's starter hands its listeners to isolate's proxy
+    -- as bwrap's does (spec/containers_spec.lua)
     bridge = isolation.BRIDGE and "pass" or nil
   end
   local spec = { config = cfg, agent = o.agent, workdir = real, bridge = bridge }

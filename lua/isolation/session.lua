@@ -661,8 +661,10 @@ function Manager:launch(req)
   for _, k in ipairs(SPEC_KEYS) do spec[k] = req[k] end
   local uses_proxy = cfg.network == "deny" -- bwrap, docker and podman alike
   -- bridge pass where it can work: the proxy on this machine takes the
-  -- sandbox's listener (an ssh target forwards streams, not descriptors)
-  if uses_proxy and cfg.mode == "bwrap" and spec.bridge == nil and is_local(target) and isolation.BRIDGE then
+  -- sandbox's listener (an ssh target forwards streams, not descriptors);
+  -- bwrap, docker and podman alike (spec/containers_spec.lua)
+  local modes = { bwrap = true, docker = true, podman = true }
+  if uses_proxy and modes[cfg.mode] and spec.bridge == nil and is_local(target) and isolation.BRIDGE then
     spec.bridge = "pass"
   end
   local path, allow

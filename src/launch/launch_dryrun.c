@@ -218,9 +218,12 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
         lua_pushfstring(L,
                         "network: deny: --network none (the container's "
                         "loopback only); only 127.0.0.1:%d (HTTP) and "
-                        "127.0.0.1:%d (SOCKS5) -> built-in "
-                        "bridge -> " ISOLATION_SANDBOX_PROXY_SOCKET " -> host ",
-                        s->proxy_port, s->socks_port);
+                        "127.0.0.1:%d (SOCKS5) -> %s -> "
+                        "" ISOLATION_SANDBOX_PROXY_SOCKET " -> host ",
+                        s->proxy_port, s->socks_port,
+                        s->bridge == BRIDGE_PASS
+                            ? "pass (the listener handed to the proxy)"
+                            : "built-in bridge");
         ADD_TOP(b);
         add_display(b, L, s->proxy_socket);
         luaL_addstring(b, " (the allowlist proxy); no other route\n");

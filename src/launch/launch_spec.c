@@ -397,15 +397,18 @@ static int read_bridge(lua_State *L, int idx, int module_idx,
             return 0;
     }
     /* The image's socat cannot be relied on: docker deny needs the built-in
-     * bridge, mounted like under bwrap (static: any image runs it). */
+     * bridge program, mounted like under bwrap (static: any image runs it),
+     * as the relay (builtin, the default) or the starter (pass). */
     if (s->mode == MODE_DOCKER && s->deny) {
         if (!msg_is_absent(L, get_field(L, idx, "bridge")) &&
-            s->bridge != BRIDGE_BUILTIN)
-            return msg_fail_got(L, get_field(L, idx, "bridge"), "bridge",
-                                "must be \"builtin\" (or not given) under mode "
-                                "docker or podman with network deny: the image "
-                                "may have no socat");
-        s->bridge = BRIDGE_BUILTIN;
+            s->bridge == BRIDGE_SOCAT)
+            return msg_fail_got(
+                L, get_field(L, idx, "bridge"), "bridge",
+                "must be \"builtin\" or \"pass\" (or not given) "
+                "under mode docker or podman with network "
+                "deny: the image may have no socat");
+        if (s->bridge == BRIDGE_SOCAT)
+            s->bridge = BRIDGE_BUILTIN;
         program = true;
         if (!path) {
             v = get_field(L, module_idx, "BRIDGE");
