@@ -3,6 +3,7 @@
 -- answers: vfs storage, cgroupfs, no bridge, no iptables) on images made
 -- from this machine's own files (docker import: nothing is pulled). Every
 -- property is checked by trying it from inside the container.
+local uv = require("luv")
 local isolation = require("isolation")
 local helpers = require("helpers")
 local containers = require("support.containers")
@@ -12,7 +13,7 @@ local cjson = require("cjson")
 
 local shq = helpers.shquote
 local CURL = "curl -s -o /dev/null --max-time 15 "
-local TOOLS = { "bash", "cat", "ls", "stat", "touch", "curl", "sleep", "socat" }
+local TOOLS = { "bash", "cat", "ls", "stat", "touch", "chmod", "chown", "curl", "sleep", "socat" }
 
 local function kv(out)
   local t = {}
@@ -245,6 +246,23 @@ describe("docker, for real", function()
     local devs = {}
     for d in out:gmatch("dev=%s*(%S+)") do devs[#devs + 1] = d end
     assert.are.same({ "lo" }, devs, out)
+  end)
+
+  it("deny: the container cannot chmod, chown or touch the host's proxy socket (bound read-only); the route "
+    .. "still works", function()
+    if skip then return end
+    local before = assert(uv.fs_stat(sock))
+    local P = up.http_port
+    local code, out, err = launch("S=/run/isolation/proxy.sock; for c in 'chmod 0777' 'chmod 0' 'chown 12345' "
+      .. "touch; do if $c $S 2>/dev/null; then echo \"went: $c\"; else echo \"refused: $c\"; fi; done; "
+      .. "curl -s -o /dev/null -w 'code=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small")
+    assert.are.equal(0, code, err)
+    assert.is_nil(out:find("went:", 1, true), out)
+    assert.are.equal(4, select(2, out:gsub("refused:", "")), out)
+    assert.matches("code=200", out, 1, true)
+    local after = assert(uv.fs_stat(sock))
+    assert.are.same({ before.mode, before.uid, before.gid, before.mtime.sec, before.mtime.nsec },
+      { after.mode, after.uid, after.gid, after.mtime.sec, after.mtime.nsec })
   end)
 
   it("deny: a host listener on an abstract unix socket is out of reach (the container's own network namespace)",

@@ -114,7 +114,7 @@ describe("docker and podman deny: the proxy socket and the built-in bridge", fun
   it("docker: --network none, the socket and the bridge (read-only) at fixed paths, the deny script", function()
     local argv = assert(isolation.docker_argv(spec))
     assert.truthy(index_of(argv, "--network", "none"))
-    assert.truthy(index_of(argv, "-v", "/srv/run/p.sock:" .. isolation.SANDBOX_PROXY_SOCKET))
+    assert.truthy(index_of(argv, "-v", "/srv/run/p.sock:" .. isolation.SANDBOX_PROXY_SOCKET .. ":ro"))
     assert.truthy(index_of(argv, "-v", "/opt/isolation/isolation-bridge:/run/isolation/bridge:ro"))
     local n = #argv
     -- bash -c -- SCRIPT bash COMMAND BRIDGE: the command is never parsed as script text
@@ -133,7 +133,7 @@ describe("docker and podman deny: the proxy socket and the built-in bridge", fun
   it("dry_run names the socket, the bridge and the only route", function()
     local text = assert(isolation.dry_run(spec))
     assert.truthy(text:find("mode: docker, network deny", 1, true), text)
-    assert.truthy(text:find("read-write /srv/run/p.sock -> /run/isolation/proxy.sock", 1, true), text)
+    assert.truthy(text:find("read-only  /srv/run/p.sock -> /run/isolation/proxy.sock", 1, true), text)
     assert.truthy(text:find("read-only  /opt/isolation/isolation-bridge -> /run/isolation/bridge", 1, true), text)
     assert.truthy(text:find("network: deny: --network none (the container's loopback only); only 127.0.0.1:3128 "
       .. "(HTTP) and 127.0.0.1:1080 (SOCKS5) -> built-in bridge -> /run/isolation/proxy.sock -> host /srv/run/p.sock",

@@ -319,7 +319,7 @@ describe("session launch policy", function()
     assert.equal("🔒 docker · deny", s.badge)
     assert.is_string(s.proxy_socket)
     assert.matches("'--network' 'none'", f.cmdline, 1, true)
-    assert.truthy(f.cmdline:find("'" .. s.proxy_socket .. ":/run/isolation/proxy.sock'", 1, true), f.cmdline)
+    assert.truthy(f.cmdline:find("'" .. s.proxy_socket .. ":/run/isolation/proxy.sock:ro'", 1, true), f.cmdline)
     assert.truthy(f.cmdline:find("'/opt/isolation-bridge:/run/isolation/bridge:ro'", 1, true), f.cmdline)
   end)
 

@@ -68,9 +68,13 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
         argv_add(&b, "none");
     }
     if (s->deny) {
-        /* the only way out: the proxy's socket, through the bridge */
+        /* the only way out: the proxy's socket, through the bridge; read-only,
+         * as under bwrap: connect() needs no write to the mount, and the
+         * container's user may own the socket file (root, or the proxy's
+         * user), so a writable bind would let it chmod the host's socket
+         * open to every local user, or shut */
         argv_add(&b, "-v");
-        lua_pushfstring(L, "%s:" ISOLATION_SANDBOX_PROXY_SOCKET,
+        lua_pushfstring(L, "%s:" ISOLATION_SANDBOX_PROXY_SOCKET ":ro",
                         s->proxy_socket);
         argv_add_top(&b);
         argv_add(&b, "-v");

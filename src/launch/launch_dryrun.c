@@ -194,7 +194,7 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
     luaL_addstring(b, "  the rest is the image's own filesystem\n");
     launch_protect_describe(b, L, s);
     if (s->deny) {
-        luaL_addstring(b, "  read-write ");
+        luaL_addstring(b, "  read-only  ");
         add_display(b, L, s->proxy_socket);
         luaL_addstring(b, " -> " ISOLATION_SANDBOX_PROXY_SOCKET
                           "  (proxy socket, single file: the only way out)\n"
