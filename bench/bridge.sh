@@ -26,16 +26,7 @@ set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-OUT=
-while [ $# -gt 0 ]; do
-    case $1 in
-        --out) OUT=$2; shift ;;
-        *) sed -n '2,14p' "$0"; exit 2 ;;
-    esac
-    shift
-done
-QUICK=${QUICK:-}
-[ "$QUICK" = 0 ] && QUICK=
+out_arg "$@"
 if [ -n "$QUICK" ]; then LAT_N=${LAT_N:-500}; RATE_T=${RATE_T:-3}; else LAT_N=${LAT_N:-3000}; RATE_T=${RATE_T:-8}; fi
 RATE_C=${RATE_C:-32}
 if [ -n "$QUICK" ]; then IDLE_K=${IDLE_K:-300}; TP=${TP:-256M}; else IDLE_K=${IDLE_K:-1000}; TP=${TP:-1G}; fi
@@ -57,21 +48,8 @@ for p in $NGINX_PORT $BLAST_PORT $BUILTIN_PORT $SOCAT_PORT $TCP_PORT $PASS_PORT;
 done
 ulimit -n "$(ulimit -Hn)"
 
-PIDS=()
-cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    return 0
-}
-trap cleanup EXIT
+trap kill_pids EXIT
 trap 'exit 130' INT TERM
-
-wait_for() {                    # wait_for CMD...: up to 10 s
-    local _
-    for _ in $(seq 100); do "$@" && return 0; sleep 0.1; done
-    return 1
-}
 
 # upstream: the harness's nginx config, rendered as its run.sh does
 sed -e "s|@NGINX_PORT@|$NGINX_PORT|g; s|@BLAST_PORT@|$BLAST_PORT|g; s|@PROXY_PORT@|0|g; s|@DIR@|$RUN/nginx|g" \

@@ -61,3 +61,36 @@ listener_pid() {
 }
 
 port_free() { ! ss -Hltn "sport = :$1" | grep -q .; }
+
+# out_arg "$@": the one option the project's scripts take, --out FILE
+# (sets OUT); anything else prints the script's header comment and exits 2.
+# QUICK=0 counts as unset.
+out_arg() {
+    OUT=
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --out) OUT=$2; shift ;;
+            *) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 2 ;;
+        esac
+        shift
+    done
+    QUICK=${QUICK:-}
+    [ "$QUICK" = 0 ] && QUICK=
+}
+
+# The processes a script starts go into PIDS; kill_pids (the scripts' EXIT
+# trap) ends and reaps them all.
+PIDS=()
+kill_pids() {
+    local p
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    return 0
+}
+
+# wait_for CMD...: until CMD succeeds, up to 10 s
+wait_for() {
+    local _
+    for _ in $(seq 100); do "$@" && return 0; sleep 0.1; done
+    return 1
+}

@@ -23,16 +23,7 @@ set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-OUT=
-while [ $# -gt 0 ]; do
-    case $1 in
-        --out) OUT=$2; shift ;;
-        *) sed -n '2,20p' "$0"; exit 2 ;;
-    esac
-    shift
-done
-QUICK=${QUICK:-}
-[ "$QUICK" = 0 ] && QUICK=
+out_arg "$@"
 if [ -n "$QUICK" ]; then B_N=${B_N:-30}; else B_N=${B_N:-100}; fi
 ROWS=${NOISY_ROWS:-bulk:64 bulk:512 pipe:1024 pipe:2048}
 SHARE_ROWS=${NOISY_SHARE:-1}

@@ -15,16 +15,7 @@ set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-OUT=
-while [ $# -gt 0 ]; do
-    case $1 in
-        --out) OUT=$2; shift ;;
-        *) sed -n '2,13p' "$0"; exit 2 ;;
-    esac
-    shift
-done
-QUICK=${QUICK:-}
-[ "$QUICK" = 0 ] && QUICK=
+out_arg "$@"
 if [ -n "$QUICK" ]; then RATE_T=${RATE_T:-3}; TP=${TP:-268435456}; else RATE_T=${RATE_T:-8}; TP=${TP:-1073741824}; fi
 RATE_C=${RATE_C:-32}
 REPS=${REPS:-$([ -n "$QUICK" ] && echo 1 || echo 3)}
@@ -42,21 +33,8 @@ for p in $PROXY_PORT $BLAST_PORT; do
 done
 ulimit -n "$(ulimit -Hn)"
 
-PIDS=()
-cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    return 0
-}
-trap cleanup EXIT
+trap kill_pids EXIT
 trap 'exit 130' INT TERM
-
-wait_for() {                    # wait_for CMD...: up to 10 s
-    local _
-    for _ in $(seq 100); do "$@" && return 0; sleep 0.1; done
-    return 1
-}
 
 "$HARNESS/blast" "127.0.0.1:$BLAST_PORT" >"$RUN/blast.log" 2>&1 &
 PIDS+=("$!")
