@@ -633,3 +633,26 @@ unshare -Urm sh -c '
     end)
   end)
 end)
+
+describe("protect.resolved_homes (the homes no bind may be or contain)", function()
+  it("resolves a symlinked $HOME to the directory it names, adds the passwd entry's home once, "
+    .. "and keeps that home when $HOME is unset", function()
+    local uv = require("luv")
+    local dir = helpers.tmpdir()
+    local real = assert(uv.fs_realpath(dir))
+    assert(uv.fs_mkdir(real .. "/h", 448))
+    assert(uv.fs_symlink(real .. "/h", real .. "/link"))
+    local pw = assert(uv.os_get_passwd())
+    local pw_home = uv.fs_realpath(pw.homedir) or pw.homedir
+    local homes = protect.resolved_homes(real .. "/link")
+    assert.are.same({ path = real .. "/h", name = "$HOME" }, homes[1])
+    assert.are.same({ { path = pw_home, name = "the passwd entry's home" } }, { homes[2] })
+    -- the passwd entry's home is named once, even when $HOME is it
+    assert.are.equal(1, #protect.resolved_homes(pw.homedir))
+    -- no $HOME: the passwd entry's home still counts
+    assert.are.same({ { path = pw_home, name = "the passwd entry's home" } }, protect.resolved_homes(nil))
+    -- a relative HOME is no home
+    assert.are.same({ { path = pw_home, name = "the passwd entry's home" } }, protect.resolved_homes("rel/home"))
+    helpers.rmtree(dir)
+  end)
+end)

@@ -263,17 +263,7 @@ end
 -- passwd entry's, each resolved: a HOME pointed elsewhere must not make the
 -- real one bindable.
 local function check_paths_resolved(o, spec, home)
-  local homes, seen = {}, {}
-  local pw = uv.os_get_passwd()
-  for i, h in ipairs({ home, pw and pw.homedir }) do
-    if h and h:sub(1, 1) == "/" then
-      local r = uv.fs_realpath(h) or h
-      if not seen[r] then
-        seen[r] = true
-        homes[#homes + 1] = { path = r, name = i == 1 and "$HOME" or "the passwd entry's home" }
-      end
-    end
-  end
+  local homes = protect.resolved_homes(home)
   local function check_home(opt, given, real)
     for _, h in ipairs(homes) do
       if contains(real, h.path) then

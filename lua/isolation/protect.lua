@@ -139,4 +139,22 @@ function M.check(watch)
   return moved, failed, lines
 end
 
+--- The homes no bind may be or contain, each resolved: `home` (the
+--- caller's $HOME) and the passwd entry's home, as {path, name}; a HOME
+--- pointed elsewhere must not make the real one bindable.
+function M.resolved_homes(home)
+  local homes, seen = {}, {}
+  local pw = uv.os_get_passwd and uv.os_get_passwd()
+  for i, h in ipairs({ home or false, pw and pw.homedir or false }) do
+    if h and h:sub(1, 1) == "/" then
+      local r = uv.fs_realpath(h) or h
+      if not seen[r] then
+        seen[r] = true
+        homes[#homes + 1] = { path = r, name = i == 1 and "$HOME" or "the passwd entry's home" }
+      end
+    end
+  end
+  return homes
+end
+
 return M

@@ -495,30 +495,12 @@ local function contains(dir, path)
   return dir == "/" or path == dir or path:sub(1, #dir + 1) == dir .. "/"
 end
 
--- The homes no bind may be or contain, resolved: $HOME and the passwd
--- entry's home (a HOME pointed elsewhere must not make the real one
--- bindable).
-local function local_homes()
-  local homes, seen = {}, {}
-  local pw = uv.os_get_passwd and uv.os_get_passwd()
-  for i, h in ipairs({ os.getenv("HOME") or false, pw and pw.homedir or false }) do
-    if h and h:sub(1, 1) == "/" then
-      local r = uv.fs_realpath(h) or h
-      if not seen[r] then
-        seen[r] = true
-        homes[#homes + 1] = { path = r, name = i == 1 and "$HOME" or "the passwd entry's home" }
-      end
-    end
-  end
-  return homes
-end
-
 -- A launch whose line runs on this machine: the paths as the kernel will
 -- resolve them. wrap() checked their text; a symlink can still lead into
 -- /etc/cron.d or to the home (the line's own run-time check compares with
 -- the HOME of the shell that runs it, which may not be ours).
 local function check_local_paths(spec)
-  local homes = local_homes()
+  local homes = protect.resolved_homes(os.getenv("HOME"))
   local home = os.getenv("HOME")
   local function check(field, given)
     local path = given
