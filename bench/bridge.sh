@@ -258,16 +258,6 @@ section=$RUN/section.md
     echo "socat runs exactly as the seed's launch script does (listen backlog 5, one process per client);"
     echo "Errors for socat under load, if any, are connections reset while its accept queue was full."
     echo
-    echo "<details><summary>raw loadgen lines</summary>"
-    echo
-    echo '```'
-    cat "$RUN/raw.txt"
-    echo '```'
-    echo "</details>"
+    raw_details "raw loadgen lines" "$RUN/raw.txt"
 } >"$section"
-cat "$section"
-if [ -n "$OUT" ]; then
-    mkdir -p "$(dirname "$OUT")"
-    put_section "$OUT" bridge "$section"
-    log "bridge: results written to $OUT"
-fi
+publish bridge "$section"

@@ -94,3 +94,24 @@ wait_for() {
     for _ in $(seq 100); do "$@" && return 0; sleep 0.1; done
     return 1
 }
+
+# raw_details SUMMARY FILE: FILE's lines, folded away under SUMMARY
+raw_details() {
+    echo "<details><summary>$1</summary>"
+    echo
+    echo '```'
+    cat "$2"
+    echo '```'
+    echo "</details>"
+}
+
+# publish NAME SECTION_FILE: the section on stdout, and in $OUT (when
+# given) in place of that file's section NAME
+publish() {
+    cat "$2"
+    if [ -n "$OUT" ]; then
+        mkdir -p "$(dirname "$OUT")"
+        put_section "$OUT" "$1" "$2"
+        log "$1: results written to $OUT"
+    fi
+}

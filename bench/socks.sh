@@ -90,16 +90,6 @@ section=$RUN/section.md
             "$(med "$proto" err)" "$(med "$proto" mbps)"
     done
     echo
-    echo "<details><summary>raw socks-load lines</summary>"
-    echo
-    echo '```'
-    cat "$RUN/raw.txt"
-    echo '```'
-    echo "</details>"
+    raw_details "raw socks-load lines" "$RUN/raw.txt"
 } >"$section"
-cat "$section"
-if [ -n "$OUT" ]; then
-    mkdir -p "$(dirname "$OUT")"
-    put_section "$OUT" socks "$section"
-    log "socks: results written to $OUT"
-fi
+publish socks "$section"

@@ -219,8 +219,4 @@ fi
     echo "deny-*: the whole launch line isolation.wrap builds (bwrap, binds, the script that starts the"
     echo "bridge and waits until it listens, the proxy variables, exec of the command), run by sh."
 } >>"$WORK/section.md"
-cat "$WORK/section.md"
-if [ -n "$OUT" ]; then
-    put_section "$OUT" bridge-startup "$WORK/section.md"
-    log "startup: results written to $OUT"
-fi
+publish bridge-startup "$WORK/section.md"
