@@ -130,6 +130,12 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
  * the stack like every other string of the spec.
  */
 int launch_env_read(lua_State *L, int idx, struct launch_spec *s);
+/* The length of the array at v, read without reading its elements: a key
+ * other than 1..n fails with not_array and the key, more than max entries
+ * with their count (binds, ro_binds, protect). */
+int launch_array_count(lua_State *L, int v, const char *field,
+                       const char *not_array, lua_Integer max,
+                       lua_Integer *count);
 
 /* Whether key is one of the environment's launch spec keys. */
 bool launch_env_is_key(const char *key);

@@ -151,21 +151,12 @@ static int add_pins(lua_State *L, struct launch_spec *s)
 static int read_list(lua_State *L, int v, const char *field,
                      struct launch_spec *s)
 {
-    lua_Integer count = 0;
-    lua_pushnil(L);
-    while (lua_next(L, v)) {
-        lua_pop(L, 1);
-        count++;
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-            return msg_fail_got(L, -1, field,
-                                "must be an array of paths relative to the "
-                                "workdir, not a map; it has the key");
-    }
-    if (count > LAUNCH_MAX_PROTECT) {
-        lua_pushfstring(L, "isolation: %s has %I entries (at most %d)", field,
-                        (LUAI_UACINT)count, LAUNCH_MAX_PROTECT);
+    lua_Integer count;
+    if (!launch_array_count(L, v, field,
+                            "must be an array of paths relative to the "
+                            "workdir, not a map; it has the key",
+                            LAUNCH_MAX_PROTECT, &count))
         return 0;
-    }
     luaL_checkstack(L, 4 * (int)count + LAUNCH_MAX_PINS + 8, "protect");
     for (lua_Integer i = 1; i <= count; i++) {
         lua_pushfstring(L, "%s[%I]", field, (LUAI_UACINT)i);

@@ -162,6 +162,26 @@ static int check_rw_path(lua_State *L, int v, const char *field, bool home_ok,
     return 1;
 }
 
+int launch_array_count(lua_State *L, int v, const char *field,
+                       const char *not_array, lua_Integer max,
+                       lua_Integer *count)
+{
+    *count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, v)) {
+        lua_pop(L, 1);
+        ++*count;
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
+            return msg_fail_got(L, -1, field, not_array);
+    }
+    if (*count > max) {
+        lua_pushfstring(L, "isolation: %s has %I entries (at most %I)", field,
+                        (LUAI_UACINT)*count, (LUAI_UACINT)max);
+        return 0;
+    }
+    return 1;
+}
+
 static int check_bind_list(lua_State *L, int v, const char *field, bool docker,
                            bool rw, const char **out, size_t *n)
 {
@@ -170,21 +190,12 @@ static int check_bind_list(lua_State *L, int v, const char *field, bool docker,
         return 1;
     if (lua_type(L, v) != LUA_TTABLE)
         return msg_fail_got(L, v, field, "must be an array of paths");
-    lua_Integer count = 0;
-    lua_pushnil(L);
-    while (lua_next(L, v)) {
-        lua_pop(L, 1);
-        count++;
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-            return msg_fail_got(L, -1, field,
-                                "must be an array of paths, not a map; it has "
-                                "the key");
-    }
-    if (count > LAUNCH_MAX_BINDS) {
-        lua_pushfstring(L, "isolation: %s has %I entries (at most %d)", field,
-                        (LUAI_UACINT)count, LAUNCH_MAX_BINDS);
+    lua_Integer count;
+    if (!launch_array_count(L, v, field,
+                            "must be an array of paths, not a map; it has "
+                            "the key",
+                            LAUNCH_MAX_BINDS, &count))
         return 0;
-    }
     /* each element and its name stay on the stack while the spec is used */
     luaL_checkstack(L, 2 * (int)count + 8, "too many binds");
     for (lua_Integer i = 1; i <= count; i++) {
