@@ -148,21 +148,8 @@ describe("session isolation: loop threads", function()
     local before = threads()
     local a = assert(isolation.proxy({ allow = { "127.0.0.1" }, unix = dir .. "/a.sock", max_connections = 1024 }))
     assert.equal(before, threads()) -- no new loop thread: A shares one
-    local srv = uv.new_tcp()
-    assert(srv:bind("127.0.0.1", 0))
-    assert(srv:listen(1024, function()
-      local c = uv.new_tcp()
-      srv:accept(c)
-      local buf = ""
-      c:read_start(function(err, data)
-        if err or not data then c:close() return end
-        buf = buf .. data
-        local n = 0
-        buf = buf:gsub(".-\r\n\r\n", function() n = n + 1 return "" end)
-        if n > 0 then c:write(string.rep("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", n)) end
-      end)
-    end))
-    local at = "127.0.0.1:" .. srv:getsockname().port
+    local srv, port = require("support.sink")(uv, true)
+    local at = "127.0.0.1:" .. port
     local gets = string.rep("GET http://" .. at .. "/ HTTP/1.1\r\nHost: " .. at .. "\r\n\r\n", 10)
     local conns, done, failed = 400, 0, 0
     for _ = 1, conns do

@@ -15,23 +15,8 @@ local conns = {}
 local sink_port
 if mode == "bulk" or mode == "pipe" then
   -- An upstream that swallows tunnels and answers each GET.
-  local srv = uv.new_tcp()
-  assert(srv:bind("127.0.0.1", 0))
-  assert(srv:listen(1024, function()
-    local c = uv.new_tcp()
-    srv:accept(c)
-    local buf = ""
-    c:read_start(function(err, data)
-      if err or not data then c:close() return end
-      if mode == "pipe" then
-        buf = buf .. data
-        local n = 0
-        buf = buf:gsub(".-\r\n\r\n", function() n = n + 1 return "" end)
-        if n > 0 then c:write(string.rep("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", n)) end
-      end
-    end)
-  end))
-  sink_port = srv:getsockname().port
+  local here = arg[0]:match("^(.*)/[^/]*$") or "."
+  sink_port = select(2, dofile(here .. "/sink.lua")(uv, mode == "pipe"))
 end
 
 local chunk = string.rep("x", 65536)
