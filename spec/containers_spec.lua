@@ -92,6 +92,26 @@ local function assert_keeper(out, bridge)
   assert.are.equal(bridge == "pass" and 0 or 1, relays, out)
 end
 
+-- The SOCKS5 probes of a deny round (ALL_PROXY alone: no HTTP proxy
+-- variable left): socks=200 for the allowlisted upstream on port P, and
+-- socks_refused=97 (curl's CURLE_PROXY) for a blocked name.
+local function socks_probes(P)
+  return "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL
+    .. "-w 'socks=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small)\n"
+    .. "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL .. "http://blocked.example.net/; "
+    .. "echo socks_refused=$?)"
+end
+
+-- The end of a deny round: the keeper as the bridge has it, exactly the
+-- three proxied requests at the upstream, and the proxy holding nothing of
+-- the container any more.
+local function assert_deny_ended(out, bridge, up, proxy, accepts, fds)
+  assert_keeper(out, bridge)
+  assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 3 end, 5))
+  assert.are.equal(accepts + 3, up:stats().http_accepts)
+  assert(proxy_back(proxy, fds))
+end
+
 -- The attacker's sender (spec/support/sendfd.c), static: the image has no
 -- compiler and no python.
 local function build_sendfd(dir)
@@ -171,11 +191,7 @@ describe("docker, for real", function()
         "echo \"env=$HTTP_PROXY|$HTTPS_PROXY|$http_proxy|$https_proxy|${NO_PROXY-unset}|$NODE_USE_ENV_PROXY\"",
         "echo \"bridge_mode=$(stat -c %a /run/isolation/bridge)\"",
         "echo x >/run/isolation/bridge 2>/dev/null; echo bridge_write=$?",
-        -- no HTTP proxy variable left: curl takes ALL_PROXY (socks5h)
-        "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL
-          .. "-w 'socks=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small)",
-        "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL .. "http://blocked.example.net/; "
-          .. "echo socks_refused=$?)",
+        socks_probes(P),
         PROCS,
         "exit 5",
       }, "\n")
@@ -196,13 +212,9 @@ describe("docker, for real", function()
       assert.are.equal("200", r.socks, out)
       -- curl's own exit for a SOCKS refusal (CURLE_PROXY)
       assert.are.equal("97", r.socks_refused, out)
-      assert_keeper(out, b)
-      -- exactly the three proxied requests reached the upstream
-      assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 3 end, 5))
-      assert.are.equal(accepts + 3, up:stats().http_accepts)
       -- the container is gone (--rm), and with it the keeper: the proxy
       -- closed its listeners and their control connection
-      assert(proxy_back(proxy, fds))
+      assert_deny_ended(out, b, up, proxy, accepts, fds)
       local _, running = helpers.run(eng:cmd("ps -aq"))
       assert.are.equal("", running)
     end)
@@ -604,10 +616,7 @@ describe("podman (rootless), for real", function()
         CURL .. "-w 'forward=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small",
         CURL .. "-w 'tunnel=%{http_code}\\n' --proxytunnel http://127.0.0.1:" .. P .. "/small",
         CURL .. "-w 'name=%{http_code}\\n' http://blocked.example.net/",
-        "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL
-          .. "-w 'socks=%{http_code}\\n' http://127.0.0.1:" .. P .. "/small)",
-        "(unset HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; " .. CURL .. "http://blocked.example.net/; "
-          .. "echo socks_refused=$?)",
+        socks_probes(P),
         PROCS,
         "exit 6",
       }, "\n"), { bridge = b })
@@ -619,10 +628,7 @@ describe("podman (rootless), for real", function()
       assert.are.equal("403", r.name, out)
       assert.are.equal("200", r.socks, out)
       assert.are.equal("97", r.socks_refused, out)
-      assert_keeper(out, b)
-      assert.is_true(up:wait(function(s) return s.http_accepts >= accepts + 3 end, 5))
-      assert.are.equal(accepts + 3, up:stats().http_accepts)
-      assert(proxy_back(proxy, fds))
+      assert_deny_ended(out, b, up, proxy, accepts, fds)
     end)
 
     it("bridge " .. b .. ": SIGTERM to podman ends the command (catatonit forwards it): 143; the keeper ends "
