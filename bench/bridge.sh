@@ -21,7 +21,9 @@
 # usage: bench/bridge.sh [--out FILE]     (QUICK=1: shorter runs;
 #        BRIDGE_BIN=PATH: another isolation-bridge build, for an A/B;
 #        BRIDGE_VIAS="unix tcp pass": only those rows;
-#        SANDBOX_ROWS=1: the whole sandbox path too, SANDBOX_BRIDGES_LIST="pass builtin socat")
+#        SANDBOX_ROWS=1: the whole sandbox path too, SANDBOX_BRIDGES_LIST="pass builtin socat";
+#        with the tcp row and pass among them, P50_ROUNDS alternating pairs
+#        of the tcp and sandbox-pass p50, default 7, QUICK 3)
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -207,6 +209,35 @@ if [ -n "${SANDBOX_ROWS:-}" ]; then
     done
 fi
 
+# The pass path's added p50 against the proxy's own TCP row, measured in
+# alternating pairs (P50_ROUNDS of them; the order flips every round): the
+# rows above run minutes apart, and on a shared machine a load change in
+# between moves a p50 by more than the 10 µs that is asked of the pass
+# path. Each pair is the same sequential connect-latency run, from the host
+# to the TCP proxy and from inside a deny sandbox through bridge pass.
+DUEL=()
+if [ -n "${SANDBOX_ROWS:-}" ] && [[ " ${SANDBOX_BRIDGES[*]} " == *" pass "* ]]; then
+    if [ -n "$QUICK" ]; then P50_ROUNDS=${P50_ROUNDS:-3}; else P50_ROUNDS=${P50_ROUNDS:-7}; fi
+    lat_args="connect-latency --target 127.0.0.1:$NGINX_PORT --path /small -n $LAT_N -w $WARM --max-time 80"
+    duel_line=$(sandbox_line pass "$LG $lat_args --proxy tcp:127.0.0.1:3128 --label duel-pass")
+    for ((r = 1; r <= P50_ROUNDS; r++)); do
+        order="tcp pass"; [ $((r % 2)) = 0 ] && order="pass tcp"
+        declare -A P=()
+        for side in $order; do
+            if [ "$side" = tcp ]; then
+                # shellcheck disable=SC2086 # lat_args is words
+                l=$(timeout -k 5 100 "$LG" $lat_args --proxy "tcp:127.0.0.1:$TCP_PORT" --label duel-tcp 2>>"$RUN/loadgen.stderr")
+            else
+                l=$(timeout -k 5 120 sh -c "$duel_line" 2>>"$RUN/loadgen.stderr" | grep "mode=")
+            fi
+            echo "$l" >>"$RUN/raw.txt"
+            P[$side]=$(kv "$l" p50_us)
+        done
+        log "bridge: p50 round $r ($order): tcp ${P[tcp]} pass ${P[pass]}"
+        DUEL+=("$r|$order|${P[tcp]}|${P[pass]}")
+    done
+fi
+
 section=$RUN/section.md
 {
     echo "## Bridge cost"
@@ -253,6 +284,26 @@ section=$RUN/section.md
                 "$added" "${S[$b,rate]:--}" "$(ratio "${S[$b,rate]}" "${R[tcp,rate]}")" "${S[$b,pcpu]:--}" \
                 "${S[$b,bcpu]:-0}" "$all" "${S[$b,down]:--}" "${S[$b,up]:--}" "${S[$b,err]:--}"
         done
+        echo
+    fi
+    if [ ${#DUEL[@]} -gt 0 ]; then
+        echo "The pass path's added p50 in alternating pairs ($P50_ROUNDS rounds, the order flipping each"
+        echo "round; each side a sequential connect-latency run of n=$LAT_N): the proxy's TCP row from the"
+        echo "host, and the client inside a deny sandbox through bridge pass."
+        echo
+        echo "| round | order | tcp p50 µs | sandbox pass p50 µs | pass - tcp µs |"
+        echo "|---:|---|---:|---:|---:|"
+        diffs=()
+        for d in "${DUEL[@]}"; do
+            IFS='|' read -r r order t p <<<"$d"
+            df=$(awk -v a="$p" -v b="$t" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%+.1f", a - b }')
+            [ "$df" != - ] && diffs+=("$df")
+            echo "| $r | $order | ${t:--} | ${p:--} | $df |"
+        done
+        med=$(printf '%s\n' "${diffs[@]}" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-";
+            else if (NR % 2) printf "%+.1f", v[(NR + 1) / 2]; else printf "%+.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+        echo
+        echo "Median of the pairs' differences: $med µs (${#diffs[@]} pairs)."
         echo
     fi
     echo "socat runs exactly as the seed's launch script does (listen backlog 5, one process per client);"

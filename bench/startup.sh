@@ -13,6 +13,10 @@
 #   bare-builtin   bwrap (the shared harness's profile) + --unshare-net +
 #                  isolation-bridge, then `exec true`: the bridge's own cost
 #                  without the launch script's extras
+#   bare-pass      bwrap (the shared harness's profile) + --unshare-net + the
+#                  pass starter (both listeners handed to the real proxy),
+#                  which execs /bin/true: what bridge pass adds to a bare
+#                  bwrap, without the line's guards, env -i or bash
 # The deny-pass line taken apart (isolation.argv of the same spec, the
 # pieces cut out of it), to say where its time goes:
 #   guards-true      its bwrap alone: every mount, mask and namespace of the
@@ -165,10 +169,12 @@ BW="bwrap --ro-bind /usr /usr --ro-bind /etc /etc --ro-bind-try /bin /bin --ro-b
 --unshare-pid --unshare-ipc --unshare-uts --die-with-parent"
 echo "$BW --unshare-net --bind $WORK/proxy.sock /run/isolation/proxy.sock --ro-bind $BRIDGE $BRIDGE -- \
 bash -c '$BRIDGE 3128 /run/isolation/proxy.sock && exec true'" >"$WORK/bare-builtin.sh"
+echo "$BW --unshare-net --ro-bind $WORK/pass.sock /run/isolation/proxy.sock --ro-bind $BRIDGE $BRIDGE -- \
+$BRIDGE --pass 3128,1080 /run/isolation/proxy.sock /bin/true" >"$WORK/bare-pass.sh"
 echo "exec true" >"$WORK/sh.sh"
 echo "$BW --unshare-net -- /bin/true" >"$WORK/bwrap-net.sh"
 
-read -ra NAMES <<<"${STARTUP_NAMES:-sh bwrap-net bare-builtin deny-socat deny-builtin deny-pass guards-true guards-bash env-guards-bash argv-pass}"
+read -ra NAMES <<<"${STARTUP_NAMES:-sh bwrap-net bare-builtin bare-pass deny-socat deny-builtin deny-pass guards-true guards-bash env-guards-bash argv-pass}"
 if [ -n "$INTERLEAVE" ]; then
     cc -std=c11 -Wall -Wextra -Werror -O2 -o "$WORK/interleave" "$REPO/bench/interleave.c" || exit 1
     files=()
@@ -177,7 +183,7 @@ if [ -n "$INTERLEAVE" ]; then
     "$WORK/interleave" "$RUNS" 3 "${files[@]}" >"$WORK/interleave.txt" || exit 1
     ref=$(sed -n "s|^$WORK/bwrap-net.sh median=\([^ ]*\).*|\1|p" "$WORK/interleave.txt")
     {
-        echo "## Deny launch start cost"
+        echo "## Deny launch start cost, interleaved"
         echo
         echo "Run $(date '+%F %T %Z') on $(nproc) cores, $RUNS interleaved runs after 3 warm-ups" \
              "(bench/interleave.c: each run starts every row once, in turn), load average before:" \
@@ -219,4 +225,4 @@ fi
     echo "deny-*: the whole launch line isolation.wrap builds (bwrap, binds, the script that starts the"
     echo "bridge and waits until it listens, the proxy variables, exec of the command), run by sh."
 } >>"$WORK/section.md"
-publish bridge-startup "$WORK/section.md"
+publish "bridge-startup${INTERLEAVE:+-interleaved}" "$WORK/section.md"
