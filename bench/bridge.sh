@@ -209,32 +209,41 @@ if [ -n "${SANDBOX_ROWS:-}" ]; then
     done
 fi
 
-# The pass path's added p50 against the proxy's own TCP row, measured in
-# alternating pairs (P50_ROUNDS of them; the order flips every round): the
-# rows above run minutes apart, and on a shared machine a load change in
-# between moves a p50 by more than the 10 µs that is asked of the pass
-# path. Each pair is the same sequential connect-latency run, from the host
-# to the TCP proxy and from inside a deny sandbox through bridge pass.
+# The pass path against the proxy's own TCP row, measured in alternating
+# pairs (P50_ROUNDS of them; the order flips every round): the rows above
+# run minutes apart, and on a shared machine a load change in between moves
+# a p50 by more than the 10 µs asked of the pass path, and a rate by more
+# than the 10 % it may lose. Each pair is the same loadgen run, from the
+# host to the TCP proxy and from inside a deny sandbox through bridge pass:
+# sequential connect-latency, then connect-rate (c=RATE_C, DUEL_RATE_T s).
 DUEL=()
 if [ -n "${SANDBOX_ROWS:-}" ] && [[ " ${SANDBOX_BRIDGES[*]} " == *" pass "* ]]; then
     if [ -n "$QUICK" ]; then P50_ROUNDS=${P50_ROUNDS:-3}; else P50_ROUNDS=${P50_ROUNDS:-7}; fi
+    DUEL_RATE_T=${DUEL_RATE_T:-3}
     lat_args="connect-latency --target 127.0.0.1:$NGINX_PORT --path /small -n $LAT_N -w $WARM --max-time 80"
-    duel_line=$(sandbox_line pass "$LG $lat_args --proxy tcp:127.0.0.1:3128 --label duel-pass")
+    rate_args="connect-rate --target 127.0.0.1:$NGINX_PORT --path /small -c $RATE_C -t $DUEL_RATE_T -w $WARM --max-time 80"
+    duel_line() { sandbox_line pass "$LG $1 --proxy tcp:127.0.0.1:3128 --label duel-pass"; }
+    lat_line=$(duel_line "$lat_args")
+    rate_line=$(duel_line "$rate_args")
     for ((r = 1; r <= P50_ROUNDS; r++)); do
         order="tcp pass"; [ $((r % 2)) = 0 ] && order="pass tcp"
         declare -A P=()
-        for side in $order; do
-            if [ "$side" = tcp ]; then
-                # shellcheck disable=SC2086 # lat_args is words
-                l=$(timeout -k 5 100 "$LG" $lat_args --proxy "tcp:127.0.0.1:$TCP_PORT" --label duel-tcp 2>>"$RUN/loadgen.stderr")
-            else
-                l=$(timeout -k 5 120 sh -c "$duel_line" 2>>"$RUN/loadgen.stderr" | grep "mode=")
-            fi
-            echo "$l" >>"$RUN/raw.txt"
-            P[$side]=$(kv "$l" p50_us)
+        for kind in lat rate; do
+            for side in $order; do
+                if [ "$side" = tcp ]; then
+                    a=$lat_args; [ $kind = rate ] && a=$rate_args
+                    # shellcheck disable=SC2086 # the arguments are words
+                    l=$(timeout -k 5 100 "$LG" $a --proxy "tcp:127.0.0.1:$TCP_PORT" --label duel-tcp 2>>"$RUN/loadgen.stderr")
+                else
+                    line=$lat_line; [ $kind = rate ] && line=$rate_line
+                    l=$(timeout -k 5 120 sh -c "$line" 2>>"$RUN/loadgen.stderr" | grep "mode=")
+                fi
+                echo "$l" >>"$RUN/raw.txt"
+                if [ $kind = lat ]; then P[$side,$kind]=$(kv "$l" p50_us); else P[$side,$kind]=$(kv "$l" rate_per_s); fi
+            done
         done
-        log "bridge: p50 round $r ($order): tcp ${P[tcp]} pass ${P[pass]}"
-        DUEL+=("$r|$order|${P[tcp]}|${P[pass]}")
+        log "bridge: pair $r ($order): p50 tcp ${P[tcp,lat]} pass ${P[pass,lat]}; rate tcp ${P[tcp,rate]} pass ${P[pass,rate]}"
+        DUEL+=("$r|$order|${P[tcp,lat]}|${P[pass,lat]}|${P[tcp,rate]}|${P[pass,rate]}")
     done
 fi
 
@@ -287,23 +296,24 @@ section=$RUN/section.md
         echo
     fi
     if [ ${#DUEL[@]} -gt 0 ]; then
-        echo "The pass path's added p50 in alternating pairs ($P50_ROUNDS rounds, the order flipping each"
-        echo "round; each side a sequential connect-latency run of n=$LAT_N): the proxy's TCP row from the"
-        echo "host, and the client inside a deny sandbox through bridge pass."
+        echo "The pass path against the proxy's TCP row in alternating pairs ($P50_ROUNDS rounds, the order"
+        echo "flipping each round): the same loadgen run from the host to the TCP proxy and from inside a deny"
+        echo "sandbox through bridge pass; sequential connect-latency n=$LAT_N, then connect-rate c=$RATE_C for ${DUEL_RATE_T} s."
         echo
-        echo "| round | order | tcp p50 µs | sandbox pass p50 µs | pass - tcp µs |"
-        echo "|---:|---|---:|---:|---:|"
-        diffs=()
+        echo "| round | order | tcp p50 µs | sandbox pass p50 µs | pass - tcp µs | tcp tunnels/s | sandbox pass tunnels/s | pass / tcp |"
+        echo "|---:|---|---:|---:|---:|---:|---:|---:|"
+        diffs=(); ratios=()
         for d in "${DUEL[@]}"; do
-            IFS='|' read -r r order t p <<<"$d"
+            IFS='|' read -r r order t p tr pr <<<"$d"
             df=$(awk -v a="$p" -v b="$t" 'BEGIN { if (a == "" || b == "") print "-"; else printf "%+.1f", a - b }')
+            rt=$(ratio "$pr" "$tr")
             [ "$df" != - ] && diffs+=("$df")
-            echo "| $r | $order | ${t:--} | ${p:--} | $df |"
+            [ "$rt" != - ] && ratios+=("$rt")
+            echo "| $r | $order | ${t:--} | ${p:--} | $df | ${tr:--} | ${pr:--} | $rt |"
         done
-        med=$(printf '%s\n' "${diffs[@]}" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-";
-            else if (NR % 2) printf "%+.1f", v[(NR + 1) / 2]; else printf "%+.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
         echo
-        echo "Median of the pairs' differences: $med µs (${#diffs[@]} pairs)."
+        echo "Medians over the pairs: added p50 $(median "${diffs[@]}") µs (${#diffs[@]} pairs)," \
+             "rate $(median "${ratios[@]}")x the TCP row (${#ratios[@]} pairs)."
         echo
     fi
     echo "socat runs exactly as the seed's launch script does (listen backlog 5, one process per client);"

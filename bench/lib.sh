@@ -55,6 +55,14 @@ ratio() {
         else printf "%.2f", a / b }'
 }
 
+# median V...: the median of the numbers given (signed, decimals), or -
+median() {
+    [ $# -gt 0 ] || { echo -; return; }
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
+        m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+        printf "%s%.2f", (m > 0 && v[1] ~ /^[+-]/) ? "+" : "", m }'
+}
+
 # listener_pid PORT: pid of the process listening on 127.0.0.1:PORT
 listener_pid() {
     ss -Hltnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1
