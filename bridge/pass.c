@@ -200,7 +200,11 @@ int pass_main(int argc, char **argv)
     if (sock < 0)
         return fail(argv[2], strerror(errno));
     if (send_listeners(sock, lfds, nports) < 0)
-        return fail("handover", strerror(errno));
+        return errno == EPERM
+                   ? fail("the proxy did not take the listener",
+                          "its socket takes no descriptors (accept_listeners "
+                          "is 0, or it has taken all it may)")
+                   : fail("handover", strerror(errno));
     /* the proxy's now: COMMAND must not accept on them */
     for (int i = 0; i < nports; i++)
         close(lfds[i]);

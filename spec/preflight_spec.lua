@@ -65,7 +65,8 @@ describe("isolation.preflight", function()
       names[#names + 1] = c.name
     end
     assert.same({ "bwrap", "bwrap setuid", "user namespaces", "network namespace", "seccomp",
-      "bridge (built-in)", "bridge (socat)", "deny launch", "bridge (pass)", "tty injection",
+      "bridge (built-in)", "bridge (socat)", "deny launch", "bridge (pass)",
+      "proxy refuses descriptors", "tty injection",
       "limits: systemd", "limits: cgroup", "limits: rlimit" }, names)
     local all = by_name(isolation.preflight())
     assert.is_table(all.docker)
@@ -164,11 +165,23 @@ describe("isolation.preflight", function()
     local pass = c["bridge (pass)"]
     assert.is_false(pass.ok)
     assert.matches("exit 126", pass.detail, 1, true)
-    assert.matches("does not accept listeners", pass.detail, 1, true)
+    assert.matches("takes no descriptors", pass.detail, 1, true)
     assert.matches("accept_listeners >= 2", pass.fix, 1, true)
     assert.matches("isolate --bridge builtin", pass.fix, 1, true)
     -- the relay's own launch is not affected
     assert.is_true(c["deny launch"].ok)
+  end)
+
+  it("proxy refuses descriptors: tried by sending one to a real proxy, and agrees with the kernel", function()
+    local c = by_name(isolation.preflight{ engines = false })["proxy refuses descriptors"]
+    local kernel_has = os.execute("python3 -c 'import socket; socket.socket(socket.AF_UNIX)"
+      .. ".setsockopt(socket.SOL_SOCKET, 83, 0)' 2>/dev/null") == true
+    assert.are.equal(kernel_has, c.ok, c.detail)
+    if c.ok then
+      assert.matches("SO_PASSRIGHTS", c.detail, 1, true)
+    else
+      assert.matches("6.16", c.fix, 1, true)
+    end
   end)
 
   it("bridge (pass) names a rebuild when the bridge program predates --pass", function()

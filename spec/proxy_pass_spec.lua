@@ -54,6 +54,17 @@ local function handover(sock, kind, hold)
   return lines()
 end
 
+-- Whether this kernel lets a unix socket refuse descriptors from its
+-- peers (SO_PASSRIGHTS, Linux 6.16).
+local refusable
+local function rights_refusable()
+  if refusable == nil then
+    refusable = os.execute("python3 -c 'import socket; socket.socket(socket.AF_UNIX)"
+      .. ".setsockopt(socket.SOL_SOCKET, 83, 0)' 2>/dev/null") == true
+  end
+  return refusable
+end
+
 local function fds_back(want)
   local n
   for _ = 1, 100 do
@@ -157,18 +168,63 @@ for _, mode in ipairs({ "thread", "luv" }) do
       end)
     end
 
-    it("holds at most accept_listeners listeners, and frees a slot when a sandbox's connection ends", function()
+    it("holds at most accept_listeners listeners while it has room for more", function()
+      open(2)
+      local base = helpers.fd_count()
+      local out, release = handover(sock, "listener", true)
+      assert.are.equal("ok", out[1])
+      local second = handover(sock, "three")
+      assert.matches("^no more descriptors than a handover may carry", second[1])
+      release()
+      assert(fds_back(base))
+    end)
+
+    -- The attack: the agent kills the sandbox's keeper (its control
+    -- connection ends, the slots free up) and hands over listeners of its
+    -- own, which it kept a copy of (made blocking, accept() would stop
+    -- the loop), or any descriptor whose last close waits.
+    it("is sealed once it holds accept_listeners: no handover is taken again, not even after they end", function()
+      if not rights_refusable() then return pending("no SO_PASSRIGHTS in this kernel (before 6.16)") end
       open(1)
       local base = helpers.fd_count()
       local out, release = handover(sock, "listener", true)
       assert.are.equal("ok", out[1])
-      local second = handover(sock, "listener")
-      assert.matches("^no the proxy holds 1 of its accept_listeners %(1%)", second[1])
+      assert.are.same({ "send-refused:EPERM" }, handover(sock, "listener"))
       release()
       assert(fds_back(base))
-      local third = handover(sock, "listener")
-      assert.are.equal("ok", third[1])
+      -- slots free again, still sealed: the kernel refuses the send, and a
+      -- handover without a descriptor is read as a (bad) HTTP request
+      assert.are.same({ "send-refused:EPERM" }, handover(sock, "listener"))
+      assert.are.same({ "send-refused:EPERM" }, handover(sock, "connected"))
+      assert.matches("^HTTP/1.1 400", handover(sock, "none")[1])
+      -- and it still serves plain requests
+      assert.are.same({ "send-refused:EPERM" }, handover(sock, "http_with_fd"))
+      local c = W.exchange("unix:" .. sock, "GET http://blocked.example.net/ HTTP/1.1\r\n"
+        .. "Host: blocked.example.net\r\n\r\n")
+      assert.are.equal(403, c:status())
       assert(fds_back(base))
+    end)
+
+    it("cannot be stopped by a lingering TCP socket sent with a request (the kernel refuses the send)", function()
+      if not rights_refusable() then return pending("no SO_PASSRIGHTS in this kernel (before 6.16)") end
+      for _, n in ipairs({ 0, 1 }) do
+        open(n)
+        local release
+        if n == 1 then -- sealed by a sandbox's handover first
+          local out
+          out, release = handover(sock, "listener", true)
+          assert.are.equal("ok", out[1])
+        end
+        local t0 = uv.hrtime()
+        local out = handover(sock, "lingering")
+        local took = (uv.hrtime() - t0) / 1e9
+        assert.are.same({ "send-refused:EPERM" }, out)
+        assert.is_true(took < 5, ("the proxy's answer took %.1f s"):format(took))
+        if release then release() end
+        p:close()
+        p = nil
+        W.settle(0.02)
+      end
     end)
 
     it("drops a descriptor sent with an HTTP request: the request is only a request", function()
@@ -184,7 +240,13 @@ for _, mode in ipairs({ "thread", "luv" }) do
       open(nil)
       local base = helpers.fd_count()
       local out = handover(sock, "listener")
-      assert.matches("^HTTP/1.1 400", out[1])
+      if rights_refusable() then
+        -- no peer can send its socket a descriptor at all
+        assert.are.same({ "send-refused:EPERM" }, out)
+        assert.are.same({ "send-refused:EPERM" }, handover(sock, "http_with_fd"))
+      else
+        assert.matches("^HTTP/1.1 400", out[1])
+      end
       assert(fds_back(base))
     end)
 

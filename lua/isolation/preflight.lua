@@ -255,6 +255,9 @@ local function pass_fix(text)
   elseif text:find("does not accept listeners", 1, true) then
     return "the proxy must be made with accept_listeners >= 2 (isolate and the session manager's proxies are); "
       .. PASS_FALLBACK
+  elseif text:find("takes no descriptors", 1, true) then
+    return "the proxy must be made with accept_listeners >= 2 and take the starter's listeners first (isolate's "
+      .. "and the session manager's proxies do); " .. PASS_FALLBACK
   elseif text:find("refused the listener", 1, true) then
     return "the proxy refused what arrived as the listener (the reason above): something between the sandbox and "
       .. "the proxy changed the descriptor; report it with that line; " .. PASS_FALLBACK
@@ -286,6 +289,45 @@ local function pass_check(env, out, why_not)
       .. "connection on it and answered 403"
       or ("the pass handover failed (exit " .. tostring(code) .. "): " .. first_line(text)),
     pass_fix(text))
+end
+
+-- The proxy's socket refuses descriptors (SO_PASSRIGHTS, Linux 6.16): else
+-- a sandboxed process can send one with a request, and the kernel's close
+-- of it in the proxy's thread can wait (a TCP socket with SO_LINGER and
+-- unsent bytes: up to its linger time), stopping that loop's proxies.
+-- Tried for real: a descriptor sent to a proxy that takes none.
+local function rights_check(env, out)
+  local name = "proxy refuses descriptors"
+  local sock = env.tmp .. "/rights.sock"
+  local p, perr = isolation.proxy({ unix = sock, allow = {} })
+  if not p then
+    out[#out + 1] = check(name, false, "the proxy did not start: " .. tostring(perr),
+      "check that " .. env.tmp .. " can hold a unix socket")
+    return
+  end
+  local pipe, tcp, result = uv.new_pipe(true), uv.new_tcp(), nil
+  assert(tcp:bind("127.0.0.1", 0))
+  pipe:connect(sock, function(cerr)
+    if cerr then result = "connect: " .. cerr return end
+    pipe:write2("x", tcp, function(werr) result = werr or "sent" end)
+  end)
+  local deadline = uv.now() + env.timeout * 1000
+  while not result and uv.now() < deadline do
+    uv.run("once")
+    uv.update_time()
+  end
+  pipe:close()
+  tcp:close()
+  uv.run("nowait")
+  p:close()
+  local refused = result ~= nil and result:find("EPERM", 1, true) ~= nil
+  out[#out + 1] = check(name, refused,
+    refused and "the kernel refuses a descriptor sent to the proxy's socket (SO_PASSRIGHTS): no sandboxed "
+      .. "process can make the proxy's thread wait on one"
+      or ("a descriptor sent to the proxy's socket got through (" .. tostring(result or "no answer")
+        .. "): without SO_PASSRIGHTS (Linux 6.16) a sandboxed process can stall its proxy's loop by sending "
+        .. "a lingering TCP socket"),
+    "run a kernel 6.16 or later (deny launches work without it; only this stall stays open)")
 end
 
 ------------------------------------------------------------------------------
@@ -427,6 +469,7 @@ function M.run(opts)
       not env.bwrap and "no bwrap" or not netns and "no network namespace" or "no bridge runs")
     pass_check(env, out, not env.bwrap and "no bwrap" or not netns and "no network namespace"
       or not builtin and "the built-in bridge does not run (the pass starter is the same program)" or nil)
+    rights_check(env, out)
     tty_check(env, out)
     limits_checks(env, out)
     if opts.engines ~= false then

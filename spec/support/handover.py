@@ -6,8 +6,13 @@
 # through the proxy ("GET http://blocked.example.net/") and its status line
 # printed after "via-listener:"; the last line is "end". With "hold" as
 # the third argument the control connection stays open until stdin ends
-# ("ctl-closed" is printed if the proxy closes it first).
+# ("ctl-closed" is printed if the proxy closes it first). When the kernel
+# refuses the send (the proxy's socket takes no descriptors: SO_PASSRIGHTS
+# off), the one line is "send-refused:EPERM". KIND "lingering" sends, with
+# an HTTP request, a connected TCP socket with SO_LINGER (10 s) and unsent
+# bytes whose peer never reads: the last close() of it waits.
 import os
+import struct
 import select
 import socket
 import sys
@@ -69,6 +74,26 @@ def descriptors(kind, keep):
         ls = [tcp_listener() for _ in range(200)]
         keep.extend(ls)
         return [s.fileno() for s in ls]
+    if kind == "lingering":
+        srv = tcp_listener()
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        c.connect(srv.getsockname())
+        a, _ = srv.accept()
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+        c.setblocking(False)
+        try:
+            while True:
+                c.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 10))
+        # the peer stays open and never reads; the sender keeps no copy of c
+        keep.extend([srv, a])
+        fd = os.dup(c.fileno())
+        c.close()
+        keep.append(("close-after-send", fd))
+        return [fd]
     if kind == "none":
         return []
     raise SystemExit("unknown kind " + kind)
@@ -84,9 +109,16 @@ def main():
     msg = MAGIC
     if kind == "bad_magic":
         msg = b"\0isolation-pass 9\n"
-    elif kind == "http_with_fd":
+    elif kind in ("http_with_fd", "lingering"):
         msg = b"GET http://blocked.example.net/ HTTP/1.1\r\nHost: blocked.example.net\r\n\r\n"
-    socket.send_fds(c, [msg], fds)
+    try:
+        socket.send_fds(c, [msg], fds)
+    except PermissionError:
+        print("send-refused:EPERM\nend", flush=True)
+        return
+    for k in keep:
+        if isinstance(k, tuple) and k[0] == "close-after-send":
+            os.close(k[1])  # the proxy holds the last reference now
     try:
         reply = c.recv(200)
     except OSError as e:

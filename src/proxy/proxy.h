@@ -108,7 +108,8 @@ struct proxy_opts {
     bool sni_match;
     bool report; /* learn mode: admit what the allowlist does not */
     /* Listeners a unix socket client may hand over (proxy_pass.c): at
-     * most this many held at once; 0: none taken. */
+     * most this many held at once; 0: none taken. Once this many are
+     * held the proxy is sealed: it takes no more, even after they end. */
     unsigned accept_listeners;
     /* token: every request must carry it (proxy_auth.c); token_len 0:
      * none asked. token_basic is base64("isolation:" token), what HTTP
@@ -179,6 +180,7 @@ struct proxy {
     uint64_t turn_bytes; /* tunnel bytes read in that turn */
     unsigned turn_reads; /* reads of its connections in that turn */
     unsigned npass;      /* listeners handed over and held (proxy_pass.c) */
+    bool pass_sealed;    /* no more handovers, no descriptor accepted */
 
     /* Commands from the Lua thread (thread mode waits under loop->mu). */
     enum proxy_cmd cmd;
@@ -316,6 +318,10 @@ bool proxy_token_socks_ok(const struct proxy_opts *o, const uint8_t *user,
 #define PASS_MAGIC "\0isolation-pass 1\n"
 /* Most listeners one handover may carry (the HTTP port, a SOCKS port). */
 #define PASS_MAX_FDS 2
+/* proxy_pass.c: whether peers of unix socket fd may send it descriptors
+ * (SO_PASSRIGHTS, Linux 6.16); 0, or -1 with errno (ENOPROTOOPT: an older
+ * kernel, where every peer may). */
+int proxy_pass_rights(int fd, bool on);
 
 /* proxy_event.c */
 /* The event of c's request (its method, host, port, bytes and duration);

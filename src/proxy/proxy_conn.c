@@ -1437,7 +1437,7 @@ void conn_start(struct conn *c, bool is_unix, bool nodelay_inherited)
     p->nclients++;
     /* A unix client may be a sandbox handing over its listener: its first
      * byte decides, before the HTTP parser sees any (proxy_pass.c). */
-    if (is_unix && p->opts.accept_listeners)
+    if (is_unix && p->opts.accept_listeners && !p->pass_sealed)
         c->pass = PASS_PROBE;
     conn_arm(c, p->opts.header_ms);
     conn_update_reads(c);

@@ -204,6 +204,13 @@ int proxy_listen_unix(struct proxy *p, const char *path, char *err,
                                  : strerror(errno));
         goto fail;
     }
+    /* No client may send this socket a descriptor, unless its owner wants
+     * listeners handed over (sealed after those: proxy_pass.c). The kernel
+     * closes what a reader does not take, in the reader's thread, and the
+     * last close of a TCP socket with SO_LINGER and unsent bytes waits:
+     * one sent with any request would stop the loop (every proxy on it). */
+    if (p->opts.accept_listeners == 0)
+        proxy_pass_rights(fd, false);
     p->listen_fd = fd;
     p->is_unix = true;
     memcpy(p->unix_path, path, len + 1);

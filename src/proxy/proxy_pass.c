@@ -19,6 +19,22 @@
  * error event is given. Nothing else is done with a descriptor: it is
  * never read, written or connected.
  *
+ * Descriptors are the one thing a peer can make the proxy's thread wait
+ * on: the kernel closes what a reader does not take (and what is queued on
+ * a connection the proxy closes) in the reader's thread, and the last
+ * close of a TCP socket with SO_LINGER and unsent bytes waits for its
+ * peer, up to for ever; a blocking listener a sender kept a copy of makes
+ * accept() wait. So no peer may send descriptors at all (SO_PASSRIGHTS
+ * off: the sender's sendmsg fails with EPERM) except while a proxy that
+ * asked for listeners has free slots. Once it holds accept_listeners of
+ * them it is sealed: descriptors are refused on its socket and on every
+ * connection it has, and no handover is taken again, even after the
+ * listeners end. A sandbox's starter fills the slots before any of the
+ * sandbox's own code runs (isolate, the session manager: 2 of 2), so
+ * nothing the agent runs can ever hand the proxy a descriptor. Kernels
+ * before 6.16 have no SO_PASSRIGHTS: there the proxy cannot refuse them
+ * (README, Not promised).
+ *
  * The connection that brought the listeners stays open as their control
  * connection (the starter leaves a process holding it): when it ends
  * (the sandbox is gone: its PID namespace took that process) its
@@ -35,6 +51,38 @@
 #include <unistd.h>
 
 #include "proxy/proxy_conn.h"
+
+/* Linux 6.16's value for x86 and arm (asm-generic); headers older than the
+ * kernel may not have it. Elsewhere the value differs: not guessed. */
+#if !defined(SO_PASSRIGHTS) && (defined(__x86_64__) || defined(__i386__) ||    \
+                                defined(__aarch64__) || defined(__arm__))
+#define SO_PASSRIGHTS 83
+#endif
+
+int proxy_pass_rights(int fd, bool on)
+{
+#ifdef SO_PASSRIGHTS
+    int v = on;
+    return setsockopt(fd, SOL_SOCKET, SO_PASSRIGHTS, &v, sizeof v);
+#else
+    (void)fd;
+    (void)on;
+    errno = ENOPROTOOPT;
+    return -1;
+#endif
+}
+
+/* All slots held: no descriptor reaches this proxy again (see the top). */
+static void seal(struct proxy *p)
+{
+    p->pass_sealed = true;
+    uv_os_fd_t fd;
+    if (p->listener_open && uv_fileno(&p->listener.handle, &fd) == 0)
+        proxy_pass_rights(fd, false);
+    for (struct conn *c = p->conns; c; c = c->next)
+        if (uv_fileno(&c->client.h, &fd) == 0)
+            proxy_pass_rights(fd, false);
+}
 
 /* Room for a few more descriptors than may be kept, so that a handover
  * with too many is seen as such (the kernel closes what does not fit, and
@@ -222,8 +270,14 @@ static void handover(struct conn *c, int sock)
     size_t nfds = r < 0 ? 0 : take_fds(&m, fds, PASS_CMSG_FDS);
     char why[120];
     const char *problem = NULL;
-    if (r != (ssize_t)sizeof PASS_MAGIC - 1 ||
-        memcmp(data, PASS_MAGIC, sizeof PASS_MAGIC - 1) != 0)
+    if (p->pass_sealed) {
+        snprintf(why, sizeof why,
+                 "the proxy took its accept_listeners (%u) already and takes "
+                 "no more",
+                 p->opts.accept_listeners);
+        problem = why;
+    } else if (r != (ssize_t)sizeof PASS_MAGIC - 1 ||
+               memcmp(data, PASS_MAGIC, sizeof PASS_MAGIC - 1) != 0)
         problem = "the message is not a listener handover";
     else if (m.msg_flags & MSG_CTRUNC)
         problem = "more descriptors than a handover may carry (2)";
@@ -251,11 +305,15 @@ static void handover(struct conn *c, int sock)
     }
     c->pass = PASS_CONTROL;
     uv_timer_stop(&c->timer); /* held for the sandbox's life */
+    /* Its holder (the sandbox's keeper) sends nothing more. */
+    proxy_pass_rights(sock, false);
     if (keep_listeners(c, fds, nfds) != 0) {
         reply(c, "no the proxy could not listen on it\n");
         conn_close(c);
         return;
     }
+    if (p->npass >= p->opts.accept_listeners)
+        seal(p); /* before the ok: the sandbox's own code runs after it */
     reply(c, "ok\n");
 }
 
