@@ -150,9 +150,11 @@ describe("docker, for real", function()
     containers.image(eng, "isolation-spec-tools", TOOLS)
     containers.empty_image(eng, "isolation-spec-empty")
     up = upstream.start()
-    -- 2: the HTTP and the SOCKS5 listener of one pass container, as
-    -- isolate and the session manager give their proxies
-    proxy = assert(isolation.proxy({ unix = sock, allow = { "127.0.0.1:" .. up.http_port }, accept_listeners = 2 }))
+    -- one proxy for every container of this suite, one after another (a
+    -- proxy that holds all its accept_listeners is sealed: the sealed
+    -- case has a proxy of its own, with 2 as isolate's and the session
+    -- manager's)
+    proxy = assert(isolation.proxy({ unix = sock, allow = { "127.0.0.1:" .. up.http_port }, accept_listeners = 64 }))
     bridge = static_bridge()
     base = {
       config = { mode = "docker", network = "deny", docker_image = "isolation-spec-tools" },
@@ -410,57 +412,64 @@ describe("docker, for real", function()
     assert(ok, e)
   end)
 
-  it("bridge pass, attacked from inside (accept_listeners 2, both the starter's): a third loopback listener "
-    .. "refused and not served; the starter's still are", function()
+  -- A proxy as isolate and the session manager make it: accept_listeners
+  -- 2, both filled by the starter, sealed before the container's code runs.
+  local function with_sealed_proxy(body)
+    local sealed_sock = dir .. "/run/sealed.sock"
+    local sealed = assert(isolation.proxy({ unix = sealed_sock, allow = { "127.0.0.1:" .. up.http_port },
+      accept_listeners = 2 }))
+    local ok, e = pcall(body, sealed, sealed_sock)
+    sealed:close()
+    assert(ok, e)
+  end
+
+  it("bridge pass, attacked from inside (accept_listeners 2, both the starter's): the kernel refuses a third "
+    .. "loopback listener (the proxy is sealed), nothing serves it; the starter's listeners still do", function()
     if skip then return end
     local tools = build_sendfd(dir)
-    local fds = helpers.fd_count()
-    proxy:events() -- only this test's events below
-    local errors = proxy:stats().errors
-    local code, out, err = launch(table.concat({
-      tools .. " /run/isolation/proxy.sock loopback",
-      CURL .. "-w 'after=%{http_code}\\n' http://127.0.0.1:" .. up.http_port .. "/small",
-    }, "\n"), { bridge = "pass", ro_binds = { dir .. "/tools" } })
-    assert.are.equal(0, code, err)
-    local r = kv(out)
-    assert.are.equal("no the proxy holds 2 of its accept_listeners (2) already", r.loopback_reply, out)
-    assert.are.equal("0", r.loopback_reached, out)
-    assert.are.equal("200", r.after, out)
-    local bad = 0
-    for _, ev in ipairs(proxy:events()) do
-      if ev.type == "error" and ev.code == "bad_handover" then bad = bad + 1 end
-    end
-    assert.are.equal(1, bad)
-    assert.are.equal(errors + 1, proxy:stats().errors)
-    assert(proxy_back(proxy, fds))
+    with_sealed_proxy(function(sealed, sealed_sock)
+      local fds = helpers.fd_count()
+      local code, out, err = launch(table.concat({
+        tools .. " /run/isolation/proxy.sock loopback",
+        tools .. " /run/isolation/proxy.sock connected",
+        CURL .. "-w 'after=%{http_code}\\n' http://127.0.0.1:" .. up.http_port .. "/small",
+      }, "\n"), { bridge = "pass", proxy_socket = sealed_sock, ro_binds = { dir .. "/tools" } })
+      assert.are.equal(0, code, err)
+      local r = kv(out)
+      assert.are.equal("<Operation not permitted>", r.loopback_reply, out)
+      assert.are.equal("<Operation not permitted>", r.connected_reply, out)
+      assert.are.equal("200", r.after, out)
+      assert.are.equal(0, sealed:stats().errors)
+      assert(proxy_back(sealed, fds))
+    end)
   end)
 
   it("bridge pass, attacked from inside: killing the keeper ends the container's route (the proxy closes the "
-    .. "listeners); a listener handed over then is the container's own loopback, served with the same checks",
+    .. "listeners) and frees no slot: a listener of the container's own is refused by the kernel",
     function()
       if skip then return end
       local tools = build_sendfd(dir)
-      local fds = helpers.fd_count()
-      local accepts = up:stats().http_accepts
-      local code, out, err = launch(table.concat({
-        "for f in /proc/[0-9]*; do mapfile -d '' a <\"$f/cmdline\" 2>/dev/null; "
-          .. "[ \"${a[0]} ${a[1]}\" = '/run/isolation/bridge --pass' ] && kill -9 \"${f#/proc/}\" "
-          .. "&& echo killed=1; done",
-        "sleep 0.5",
-        CURL .. "http://127.0.0.1:" .. up.http_port .. "/small; echo lost=$?",
-        tools .. " /run/isolation/proxy.sock loopback",
-      }, "\n"), { bridge = "pass", ro_binds = { dir .. "/tools" } })
-      assert.are.equal(0, code, err)
-      local r = kv(out)
-      assert.are.equal("1", r.killed, out)
-      -- curl: could not connect (nothing listens on 3128 any more)
-      assert.are.equal("7", r.lost, out)
-      -- the slots are free again: the listener is taken, and a request on it
-      -- gets the proxy's answer (403 for blocked.example.net), nothing more
-      assert.are.equal("ok", r.loopback_reply, out)
-      assert.are.equal("1", r.loopback_reached, out)
-      assert.are.equal(accepts, up:stats().http_accepts)
-      assert(proxy_back(proxy, fds))
+      with_sealed_proxy(function(sealed, sealed_sock)
+        local fds = helpers.fd_count()
+        local accepts = up:stats().http_accepts
+        local code, out, err = launch(table.concat({
+          "for f in /proc/[0-9]*; do mapfile -d '' a <\"$f/cmdline\" 2>/dev/null; "
+            .. "[ \"${a[0]} ${a[1]}\" = '/run/isolation/bridge --pass' ] && kill -9 \"${f#/proc/}\" "
+            .. "&& echo killed=1; done",
+          "sleep 0.5",
+          CURL .. "http://127.0.0.1:" .. up.http_port .. "/small; echo lost=$?",
+          tools .. " /run/isolation/proxy.sock loopback",
+        }, "\n"), { bridge = "pass", proxy_socket = sealed_sock, ro_binds = { dir .. "/tools" } })
+        assert.are.equal(0, code, err)
+        local r = kv(out)
+        assert.are.equal("1", r.killed, out)
+        -- curl: could not connect (nothing listens on 3128 any more)
+        assert.are.equal("7", r.lost, out)
+        -- sealed: the container's own listener never reaches the proxy
+        assert.are.equal("<Operation not permitted>", r.loopback_reply, out)
+        assert.are.equal(accepts, up:stats().http_accepts)
+        assert(proxy_back(sealed, fds))
+      end)
     end)
 
   it("the session manager: a docker deny session launches with bridge pass (its proxy takes the container's "
@@ -587,7 +596,7 @@ describe("podman (rootless), for real", function()
     up = upstream.start()
     local sock = pod.dir .. "/proxy/proxy.sock"
     assert(os.execute("mkdir -m 0700 " .. shq(pod.dir .. "/proxy") .. " " .. shq(pod.dir .. "/work")))
-    proxy = assert(isolation.proxy({ unix = sock, allow = { "127.0.0.1:" .. up.http_port }, accept_listeners = 2 }))
+    proxy = assert(isolation.proxy({ unix = sock, allow = { "127.0.0.1:" .. up.http_port }, accept_listeners = 64 }))
     -- the socket is the user's, as a session of that user would make it
     assert(os.execute("chown -R " .. pod.uid .. " " .. shq(pod.dir .. "/proxy") .. " " .. shq(pod.dir .. "/work")))
     work = pod.dir .. "/work"
