@@ -166,7 +166,7 @@ if [ -n "${SANDBOX_ROWS:-}" ]; then
     SB_SOCK=$RUN/proxy-sandbox.sock
     mkdir -p "$RUN/work"
     BENCH_ALLOW="127.0.0.1:$NGINX_PORT 127.0.0.1:$BLAST_PORT" lua5.4 "$REPO/bench/isolation-proxy.lua" \
-        --unix "$SB_SOCK" --accept-listeners 4 >"$RUN/proxy-sandbox.log" 2>&1 &
+        --unix "$SB_SOCK" --accept-listeners 64 >"$RUN/proxy-sandbox.log" 2>&1 &
     SB_PID=$!
     PIDS+=("$SB_PID")
     wait_for test -S "$SB_SOCK" || { echo "bridge.sh: sandbox proxy did not start" >&2; exit 1; }
@@ -280,7 +280,7 @@ section=$RUN/section.md
     fi
     if [ ${#SANDBOX_BRIDGES[@]} -gt 0 ]; then
         echo "The whole sandbox path: the loadgen inside a real deny sandbox (isolation.wrap, bwrap), to the"
-        echo "sandbox's 127.0.0.1:3128, through each bridge, to a proxy on the host (accept_listeners 4)."
+        echo "sandbox's 127.0.0.1:3128, through each bridge, to a proxy on the host (accept_listeners 64)."
         echo "cpu: µs per tunnel in the rate window, the proxy's (sampled from the host) plus the bridge's"
         echo "process tree in the sandbox (pass: its idle keeper); the client's own CPU is not counted."
         echo

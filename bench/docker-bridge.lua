@@ -11,7 +11,7 @@
 -- of `true` with each bridge and with network none (wall time of the whole
 -- `docker run` line), and the harness's loadgen inside a deny container
 -- through each bridge to a proxy on this machine (bench/isolation-proxy.lua,
--- accept_listeners 4) and nginx on the host's loopback: p50 of 1000
+-- accept_listeners 64) and nginx on the host's loopback: p50 of 1000
 -- sequential tunnels, tunnels/s at c=32 for 4 s. Prints each run and the
 -- medians, and the load average.
 package.path = "lua/?.lua;spec/?.lua;" .. package.path
@@ -40,7 +40,7 @@ sh("nginx -p " .. shq(dir .. "/nginx/") .. " -c " .. shq(dir .. "/nginx/nginx.co
   .. shq(dir .. "/nginx/error.log") .. " >/dev/null 2>&1 &")
 local sock = dir .. "/run/proxy.sock"
 sh("BENCH_ALLOW=127.0.0.1:" .. NP .. " LUA_CPATH='build/?.so;;' lua5.4 bench/isolation-proxy.lua --unix "
-  .. shq(sock) .. " --accept-listeners 4 >" .. shq(dir .. "/proxy.log") .. " 2>&1 & echo $! >"
+  .. shq(sock) .. " --accept-listeners 64 >" .. shq(dir .. "/proxy.log") .. " 2>&1 & echo $! >"
   .. shq(dir .. "/proxy.pid"))
 sh("sleep 1")
 
