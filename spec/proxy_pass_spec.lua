@@ -146,6 +146,10 @@ for _, mode in ipairs({ "thread", "luv" }) do
       { "three", "three listeners at once", "more descriptors than a handover may carry" },
       { "flood", "200 listeners in one message (truncated control data)", "more descriptors than" },
       { "none", "the handover message without a descriptor", "carried no descriptor" },
+      { "eventfd", "an eventfd", "is not a socket" },
+      { "memfd", "a memfd", "is not a socket" },
+      { "pidfd", "a pidfd of the sender", "is not a socket" },
+      { "epoll", "an epoll descriptor", "is not a socket" },
       { "bad_magic", "a listener with another first message", "not a listener handover" },
     }
     for _, case in ipairs(refused) do
@@ -225,6 +229,47 @@ for _, mode in ipairs({ "thread", "luv" }) do
         p = nil
         W.settle(0.02)
       end
+    end)
+
+    -- options the sandbox may set on a listener (they are its own to set):
+    -- the listener is taken, SO_LINGER (which its clients would inherit,
+    -- and the loop's close of one would wait for) is cleared, and the
+    -- proxy's other clients are not touched
+    for _, case in ipairs({
+      { "odd_listener", "on 127.0.0.2 with a SO_REUSEPORT twin the sender keeps, TCP_DEFER_ACCEPT, TCP_FASTOPEN, "
+        .. "SO_RCVLOWAT, 1-byte buffers and SO_LINGER" },
+      { "dual_stack", "on ::1 with IPV6_V6ONLY off" },
+    }) do
+      it("takes a listener " .. case[2] .. ", and serves its other clients as before", function()
+        open(2)
+        local base = helpers.fd_count()
+        local out = handover(sock, case[1])
+        assert.are.equal("ok", out[1], table.concat(out, "\n"))
+        assert.are.equal("other:HTTP/1.1 403 Forbidden", out[2])
+        if case[1] == "odd_listener" then assert.matches("^linger:0,", out[3]) end
+        assert(fds_back(base))
+        assert.are.equal(0, p:stats().errors)
+      end)
+    end
+
+    it("takes no listener from a connection that made a request first", function()
+      open(2)
+      local base = helpers.fd_count()
+      local out = handover(sock, "after_http")
+      assert.are.equal("HTTP/1.1 403 Forbidden", out[1], table.concat(out, "\n"))
+      assert.are_not.equal("ok", out[2])
+      assert.are.equal(0, p:stats().errors)
+      assert(fds_back(base))
+    end)
+
+    it("closes a control connection that speaks SOCKS5 after its handover, and its listener with it", function()
+      open(2)
+      local base = helpers.fd_count()
+      local out = handover(sock, "socks_after")
+      assert.are.equal("ok", out[1], table.concat(out, "\n"))
+      assert.is_truthy(out[2] == "ctl:<eof>" or out[2] == "ctl:<ConnectionResetError>", out[2])
+      assert.is_truthy(out[3] == "served-after:no" or out[3] == "served-after:refused", out[3])
+      assert(fds_back(base))
     end)
 
     it("drops a descriptor sent with an HTTP request: the request is only a request", function()

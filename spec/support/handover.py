@@ -94,9 +94,75 @@ def descriptors(kind, keep):
         c.close()
         keep.append(("close-after-send", fd))
         return [fd]
+    if kind == "odd_listener":
+        # options a sandbox may set on a listener before it sends it
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind(("127.0.0.2", 0))
+        twin = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        twin.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        twin.bind(s.getsockname())
+        twin.listen(16)  # a twin the sender could accept on itself
+        for opt, val in ((socket.TCP_DEFER_ACCEPT, 5), (socket.TCP_FASTOPEN, 16)):
+            s.setsockopt(socket.IPPROTO_TCP, opt, val)
+        for opt, val in ((socket.SO_RCVLOWAT, 1000), (socket.SO_RCVBUF, 1), (socket.SO_SNDBUF, 1),
+                         (socket.SO_LINGER, struct.pack("ii", 1, 60))):
+            s.setsockopt(socket.SOL_SOCKET, opt, val)
+        s.listen(16)
+        keep.extend([s, twin])
+        return [s.fileno()]
+    if kind == "dual_stack":
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.bind(("::1", 0))
+        s.listen(16)
+        keep.append(s)
+        return [s.fileno()]
+    if kind in ("after_http", "socks_after"):
+        s = tcp_listener()
+        keep.append(s)
+        return [s.fileno()]
+    if kind == "eventfd":
+        fd = os.eventfd(0)
+        keep.append(fd)
+        return [fd]
+    if kind == "memfd":
+        fd = os.memfd_create("handover-spec")
+        os.write(fd, b"secret")
+        keep.append(fd)
+        return [fd]
+    if kind == "pidfd":
+        fd = os.pidfd_open(os.getpid())
+        keep.append(fd)
+        return [fd]
+    if kind == "epoll":
+        e = select.epoll()
+        keep.append(e)
+        return [e.fileno()]
     if kind == "none":
         return []
     raise SystemExit("unknown kind " + kind)
+
+
+REQUEST = b"GET http://blocked.example.net/ HTTP/1.1\r\nHost: blocked.example.net\r\n\r\n"
+
+
+def status_line(data):
+    return data.split(b"\r\n")[0].split(b"\n")[0].decode(errors="replace") or "<eof>"
+
+
+def request(path):
+    # another client of the proxy, on a new connection: its status line
+    o = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    o.settimeout(5)
+    o.connect(path)
+    o.sendall(REQUEST)
+    try:
+        return status_line(o.recv(200))
+    except OSError as e:
+        return "<%s>" % e.__class__.__name__
+    finally:
+        o.close()
 
 
 def main():
@@ -111,6 +177,10 @@ def main():
         msg = b"\0isolation-pass 9\n"
     elif kind in ("http_with_fd", "lingering"):
         msg = b"GET http://blocked.example.net/ HTTP/1.1\r\nHost: blocked.example.net\r\n\r\n"
+    if kind == "after_http":
+        # a request first; then the handover on the same connection
+        c.sendall(REQUEST)
+        print(status_line(c.recv(200)), flush=True)
     try:
         socket.send_fds(c, [msg], fds)
     except PermissionError:
@@ -132,6 +202,28 @@ def main():
         k.sendall(b"GET http://blocked.example.net/ HTTP/1.1\r\nHost: blocked.example.net\r\n\r\n")
         lines.append("via-listener:" + k.recv(200).split(b"\r\n")[0].decode())
         k.close()
+    if kind in ("odd_listener", "dual_stack") and reply.startswith(b"ok"):
+        lines.append("other:" + request(path))
+    if kind == "odd_listener" and reply.startswith(b"ok"):
+        # the socket is shared with the proxy: what it set shows here too
+        on, secs = struct.unpack("ii", keep[0].getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8))
+        lines.append("linger:%d,%d" % (on, secs))
+    if kind == "socks_after" and reply.startswith(b"ok"):
+        # SOCKS5's greeting on the control connection: it is closed
+        c.sendall(b"\x05\x01\x00")
+        try:
+            lines.append("ctl:" + (c.recv(100).decode(errors="replace") or "<eof>"))
+        except OSError as e:
+            lines.append("ctl:<%s>" % e.__class__.__name__)
+        try:
+            k = socket.create_connection(keep[0].getsockname()[:2], timeout=1)
+            k.sendall(REQUEST)
+            lines.append("served-after:" + ("yes" if k.recv(100) else "<eof>"))
+            k.close()
+        except socket.timeout:
+            lines.append("served-after:no")
+        except ConnectionRefusedError:
+            lines.append("served-after:refused")
     if kind == "file":
         f = keep[0]
         f.seek(0)

@@ -231,6 +231,10 @@ static int keep_listeners(struct conn *c, int *fds, size_t nfds)
         p->npass++;
         int one = 1;
         setsockopt(fds[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        /* Accepted clients inherit SO_LINGER: with it, the loop's close
+         * of a stalled client would wait for the linger time. */
+        struct linger off = {0, 0};
+        setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &off, sizeof off);
         if (uv_tcp_open(&l->tcp, fds[i]) != 0) {
             close(fds[i]);
             for (size_t j = i + 1; j < nfds; j++)
