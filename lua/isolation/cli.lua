@@ -985,6 +985,9 @@ local function run(o, spec, allow)
   local denied, denied_order = {}, {}
   local refused = {}
   local failed, failed_order = {}, {}
+  -- errors of connections that named no host (a refused listener
+  -- handover, a client gone before its request): by code
+  local hostless, hostless_order = {}, {}
   local used, used_order = {}, {} -- learn mode: the host:port of each admitted request
   local function teardown()
     if proxy then proxy:close(); proxy = nil end
@@ -1022,6 +1025,13 @@ local function run(o, spec, allow)
           denied_order[#denied_order + 1] = entry
         end
         denied[entry].n = denied[entry].n + 1
+      elseif ev.type == "error" and (ev.host or "") == "" then
+        local code = tostring(ev.code)
+        if not hostless[code] then
+          hostless_order[#hostless_order + 1] = code
+          hostless[code] = { n = 0, reason = tostring(ev.reason or "") }
+        end
+        hostless[code].n = hostless[code].n + 1
       elseif ev.type == "error" then
         local key = host_port(ev.host, ev.port)
         if not failed[key] then
@@ -1124,6 +1134,13 @@ local function run(o, spec, allow)
       #failed_order, #failed_order == 1 and "" or "s"))
     for _, k in ipairs(failed_order) do
       io.stderr:write(string.format("isolate:   %s (%s)\n", k, failed[k]))
+    end
+  end
+  if not o.verbose and #hostless_order > 0 then
+    io.stderr:write("isolate: the proxy ended connections that named no host:\n")
+    for _, code in ipairs(hostless_order) do
+      local h = hostless[code]
+      io.stderr:write(string.format("isolate:   %s (%d, the first: %s)\n", code, h.n, h.reason))
     end
   end
   return status or EXIT_FAILURE
