@@ -985,8 +985,9 @@ local function run(o, spec, allow)
   local denied, denied_order = {}, {}
   local refused = {}
   local failed, failed_order = {}, {}
-  -- errors of connections that named no host (a refused listener
-  -- handover, a client gone before its request): by code
+  -- errors and refusals of connections that named no host (a message
+  -- that is no request, a refused listener handover, a client gone
+  -- before its request): by code
   local hostless, hostless_order = {}, {}
   local used, used_order = {}, {} -- learn mode: the host:port of each admitted request
   local function teardown()
@@ -1015,6 +1016,13 @@ local function run(o, spec, allow)
           used[key] = true
           used_order[#used_order + 1] = key
         end
+      elseif (ev.type == "error" or ev.type == "deny") and (ev.host or "") == "" then
+        local code = tostring(ev.code)
+        if not hostless[code] then
+          hostless_order[#hostless_order + 1] = code
+          hostless[code] = { n = 0, reason = tostring(ev.reason or "") }
+        end
+        hostless[code].n = hostless[code].n + 1
       elseif ev.type == "deny" then
         local key = host_port(ev.host, ev.port)
         -- keyed by host, address and code: a name may resolve to several
@@ -1025,13 +1033,6 @@ local function run(o, spec, allow)
           denied_order[#denied_order + 1] = entry
         end
         denied[entry].n = denied[entry].n + 1
-      elseif ev.type == "error" and (ev.host or "") == "" then
-        local code = tostring(ev.code)
-        if not hostless[code] then
-          hostless_order[#hostless_order + 1] = code
-          hostless[code] = { n = 0, reason = tostring(ev.reason or "") }
-        end
-        hostless[code].n = hostless[code].n + 1
       elseif ev.type == "error" then
         local key = host_port(ev.host, ev.port)
         if not failed[key] then
