@@ -109,3 +109,116 @@ describe("escape: descriptors inherited from the launcher", function()
     end
   end)
 end)
+
+describe("escape: what the host runs later", function()
+  local root, wd
+  local GIT = "git -c user.email=a@example.com -c user.name=a -c init.defaultBranch=main"
+  before_each(function()
+    root = helpers.tmpdir()
+    wd = root .. "/wd"
+    assert(uv.fs_mkdir(wd, 448))
+    assert.equal(0, (helpers.run("cd " .. shq(wd) .. " && " .. GIT .. " init -q . && " .. GIT
+      .. " commit -q --allow-empty -m init")))
+  end)
+  after_each(function() helpers.rmtree(root) end)
+
+  -- Inside: a payload that would write `marker` (outside the workdir, so
+  -- only a run on the host can make it), a nested repository at `sub`
+  -- whose config names it as core.fsmonitor, and a gitlink to it in the
+  -- workdir's own index, so that a plain `git status` in the workdir runs
+  -- git (and the payload) in sub.
+  local function plant(make_repo)
+    local marker = root .. "/marker"
+    return table.concat({
+      "printf '#!/bin/sh\\necho ran > %s\\n' " .. shq(marker) .. " > payload.sh", "chmod +x payload.sh",
+      make_repo,
+      GIT .. " -C sub config core.fsmonitor \"$PWD/payload.sh\"",
+      GIT .. " update-index --add --cacheinfo 160000,$(" .. GIT .. " -C sub rev-parse HEAD),sub",
+    }, " && "), marker
+  end
+
+  local function host_git_status()
+    return helpers.run("cd " .. shq(wd) .. " && git status --porcelain")
+  end
+
+  it("isolate: a nested repository made inside (git init, core.fsmonitor, a gitlink in the workdir's index) is "
+    .. "moved aside at the end: `git status` on the host in the workdir runs nothing", function()
+    if helpers.skip_without_bwrap() then return end
+    local command, marker = plant("mkdir sub && " .. GIT .. " -C sub init -q && " .. GIT
+      .. " -C sub commit -q --allow-empty -m s")
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
+    assert.equal(0, code, err)
+    assert.matches("sub/.git: a nested repository whose config was made or changed inside the sandbox", err, 1, true)
+    assert.is_false(helpers.exists(wd .. "/sub/.git"))
+    host_git_status()
+    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+    -- moved, not deleted: the repository is there to inspect
+    local moved = assert(err:match("moved aside to (%S+/sub/%.git%.isolation%-quarantine%-%S+):"))
+    assert.equal("directory", uv.fs_lstat(moved).type)
+  end)
+
+  it("session manager: a nested repository that was there at launch, given a core.fsmonitor inside and committed "
+    .. "as a gitlink, is moved aside at the end and named in on_end's list", function()
+    if helpers.skip_without_bwrap() then return end
+    assert.equal(0, (helpers.run("mkdir " .. shq(wd .. "/sub") .. " && cd " .. shq(wd .. "/sub") .. " && " .. GIT
+      .. " init -q && " .. GIT .. " commit -q --allow-empty -m s")))
+    local command, marker = plant("true")
+    command = command .. " && " .. GIT .. " commit -q -m gitlink && echo ok > done"
+    local ended
+    local mgr = manager(root, { on_end = function(_, _, moved) ended = moved end })
+    local s = assert(mgr:launch({ id = "s1", project = project("deny"), agent = "claude", workdir = wd,
+      command = command }))
+    assert.is_true(wait_file(wd .. "/done"), tostring(helpers.read(root .. "/launch.log")))
+    assert.is_true(glue.wait(function() mgr:poll() return s.state == "ended" end, 10))
+    mgr:close()
+    host_git_status()
+    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+    assert.is_false(helpers.exists(wd .. "/sub/.git"))
+    local paths = {}
+    for _, m in ipairs(ended or {}) do paths[#paths + 1] = m.path end
+    assert.same({ wd .. "/sub/.git" }, paths)
+  end)
+
+  it("isolate: a submodule's .git file made inside, pointing at a git directory with core.fsmonitor under "
+    .. ".git/modules, is moved aside", function()
+    if helpers.skip_without_bwrap() then return end
+    local command, marker = plant("mkdir -p sub .git/modules && " .. GIT .. " init -q --separate-git-dir "
+      .. ".git/modules/sub sub && " .. GIT .. " -C sub commit -q --allow-empty -m s")
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
+    assert.equal(0, code, err)
+    assert.matches("sub/.git: a nested repository whose .git file was made or changed", err, 1, true)
+    host_git_status()
+    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+  end)
+
+  it("isolate: a nested repository that was there, only used inside (status, add, commit), stays in place",
+    function()
+      if helpers.skip_without_bwrap() then return end
+      assert.equal(0, (helpers.run("mkdir " .. shq(wd .. "/sub") .. " && cd " .. shq(wd .. "/sub") .. " && " .. GIT
+        .. " init -q && " .. GIT .. " commit -q --allow-empty -m s && sleep 0.1")))
+      local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq("cd sub && "
+        .. "git status >/dev/null && echo x > f && git add f && " .. GIT .. " commit -q -m f"))
+      assert.equal(0, code, err)
+      assert.is_nil(err:find("nested repository", 1, true), err)
+      assert.equal("directory", uv.fs_lstat(wd .. "/sub/.git").type)
+    end)
+
+  it("isolate: a protected path made a symlink to the user's data elsewhere: the end check moves the link, "
+    .. "never the data it points at", function()
+    if helpers.skip_without_bwrap() then return end
+    local data = root .. "/userdata"
+    assert(uv.fs_mkdir(data, 448))
+    helpers.write(data .. "/settings.json", "mine")
+    helpers.write(data .. "/hooks", "mine")
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(
+      "ln -s " .. shq(data) .. " .vscode && ln -s " .. shq(data) .. " .mcp.json && ln -s " .. shq(data)
+      .. " .claude"))
+    assert.equal(0, code, err)
+    assert.equal("mine", helpers.read(data .. "/settings.json"))
+    assert.equal("mine", helpers.read(data .. "/hooks"))
+    for _, p in ipairs({ ".vscode", ".mcp.json", ".claude" }) do
+      assert.is_false(helpers.exists(wd .. "/" .. p), p)
+      assert.matches(wd .. "/" .. p .. " was created or replaced inside the sandbox", err, 1, true)
+    end
+  end)
+end)
