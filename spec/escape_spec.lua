@@ -58,7 +58,8 @@ describe("escape: descriptors inherited from the launcher", function()
       local mgr = manager(root, { audit_log = audit })
       local done = root .. "/wd/done"
       -- through any descriptor that leads to the orchestrator's log
-      local command = "exec >fds.txt; " .. LIST_FDS .. "; exec >/dev/null; for f in /proc/self/fd/*; do case $(readlink $f) in "
+      local command = "exec >fds.txt; " .. LIST_FDS .. "; exec >/dev/null; "
+        .. "for f in /proc/self/fd/*; do case $(readlink $f) in "
         .. "*orchestrator.log) eval \"echo planted >&${f##*/}\";; esac; done; echo ok > done"
       local s, err = mgr:launch({ id = "s1", project = project(network), agent = "claude", workdir = root .. "/wd",
         command = command })
@@ -97,7 +98,8 @@ describe("escape: descriptors inherited from the launcher", function()
     if helpers.skip_without_bwrap() then return end
     local audit = root .. "/audit.log"
     for _, opt in ipairs({ "--log " .. shq(audit), "--learn" }) do
-      local code, _, err = helpers.run("exec 7>>" .. shq(root .. "/held") .. "; " .. ISOLATE .. " " .. opt .. " --workdir " .. shq(root .. "/wd")
+      local code, _, err = helpers.run("exec 7>>" .. shq(root .. "/held") .. "; " .. ISOLATE .. " " .. opt
+        .. " --workdir " .. shq(root .. "/wd")
         .. " -- bash -c " .. shq("exec >fds.txt; " .. LIST_FDS .. "; echo planted >&7"))
       assert.equal(1, code, err) -- descriptor 7 is not there
       local fds = helpers.read(root .. "/wd/fds.txt")
@@ -190,6 +192,30 @@ describe("escape: what the host runs later", function()
     host_git_status()
     assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
   end)
+
+  it("isolate: a nested .git made a symlink inside (git follows it to a git directory with core.fsmonitor) is "
+    .. "moved aside", function()
+    if helpers.skip_without_bwrap() then return end
+    local command, marker = plant("mkdir sub && " .. GIT .. " -C sub init -q && " .. GIT
+      .. " -C sub commit -q --allow-empty -m s && mv sub/.git hidden-gd && ln -s ../hidden-gd sub/.git")
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
+    assert.equal(0, code, err)
+    assert.matches("sub/.git: a nested repository whose .git link was made or changed", err, 1, true)
+    host_git_status()
+    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+  end)
+
+  it("isolate: a FIFO as a nested .git, and as the commondir a .git file names, does not hang the end check",
+    function()
+      if helpers.skip_without_bwrap() then return end
+      local started = uv.hrtime()
+      local code, _, err = helpers.run("timeout 20 " .. ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c "
+        .. shq("mkdir a b gd && mkfifo a/.git gd/commondir && echo 'gitdir: ../gd' > b/.git"))
+      assert.equal(0, code, err)
+      assert.is_true((uv.hrtime() - started) / 1e9 < 10)
+      assert.matches("a/.git: a nested repository whose .git fifo was made or changed", err, 1, true)
+      assert.matches("b/.git: a nested repository whose .git file was made or changed", err, 1, true)
+    end)
 
   it("isolate: a nested repository that was there, only used inside (status, add, commit), stays in place",
     function()

@@ -132,13 +132,19 @@ local function dirname(path)
   return path:match("^(.*)/[^/]*$") or "."
 end
 
--- The first line of a small file (a .git file's "gitdir: X", a commondir).
+-- O_RDONLY | O_NONBLOCK (Linux): the sandbox may have left a FIFO where a
+-- file is read, and an open that waits for a writer would hang the caller
+local OPEN_NONBLOCK = 0x800
+
+-- The first line of a small regular file (a .git file's "gitdir: X", a
+-- commondir), or nil.
 local function first_line(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local line = f:read(4096)
-  f:close()
-  return line and line:match("^([^\r\n]*)")
+  local fd = uv.fs_open(path, OPEN_NONBLOCK, 0)
+  if not fd then return nil end
+  local st = uv.fs_fstat(fd)
+  local data = st and st.type == "file" and uv.fs_read(fd, 4096, 0) or nil
+  uv.fs_close(fd)
+  return data and data:match("^([^\r\n]*)")
 end
 
 local function relative_to(base, p)
@@ -169,10 +175,14 @@ end
 -- session, or nil: the .git file itself, or a part of its git directory or
 -- of the common directory that one names.
 local function nested_changed(dotgit, kind, start)
-  local gd = dotgit
+  local gd = dotgit -- a directory, or a symlink git follows to one
   if kind ~= "directory" then
-    if ctime_after(dotgit, start) then return ".git file" end
-    gd = relative_to(dirname(dotgit), (first_line(dotgit) or ""):match("^gitdir: *(.-) *$"))
+    if ctime_after(dotgit, start) then return ".git " .. (kind or "entry") end
+    if kind == "file" then
+      gd = relative_to(dirname(dotgit), (first_line(dotgit) or ""):match("^gitdir: *(.-) *$"))
+    elseif kind ~= "link" then
+      gd = nil
+    end
     if not gd then return nil end
   end
   local why = gitdir_changed(gd, start)
@@ -181,8 +191,9 @@ local function nested_changed(dotgit, kind, start)
   return common and gitdir_changed(common, start)
 end
 
--- Every nested .git below workdir (not the workdir's own, never through a
--- symlink, not inside a .git): {path, kind}; and whether the bound cut the
+-- Every nested .git below workdir (not the workdir's own, not inside a
+-- .git; no directory entered through a symlink, though a .git that is one
+-- is listed: git follows it): {path, kind}; and whether the bound cut the
 -- walk short.
 local function nested_repos(workdir)
   local found, stack, seen = {}, { workdir }, 0
@@ -200,7 +211,7 @@ local function nested_repos(workdir)
         kind = st and st.type
       end
       if name == ".git" then
-        if d ~= workdir and kind ~= "link" then found[#found + 1] = { path = path, kind = kind } end
+        if d ~= workdir then found[#found + 1] = { path = path, kind = kind } end
       elseif kind == "directory" then
         stack[#stack + 1] = path
       end
