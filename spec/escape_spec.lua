@@ -217,6 +217,20 @@ describe("escape: what the host runs later", function()
       assert.matches("b/.git: a nested repository whose .git file was made or changed", err, 1, true)
     end)
 
+  it("a FIFO left at .git/config, or at the config of the git directory a .git file names (a docker session "
+    .. "checks nothing at its end), does not hang the next launch", function()
+    if helpers.skip_without_bwrap() then return end
+    local other = root .. "/wd2"
+    assert.equal(0, (helpers.run("rm -f " .. shq(wd .. "/.git/config") .. " && mkfifo " .. shq(wd .. "/.git/config")
+      .. " && mkdir -p " .. shq(other .. "/gd") .. " && echo 'gitdir: gd' > " .. shq(other .. "/.git")
+      .. " && mkfifo " .. shq(other .. "/gd/config"))))
+    for _, w in ipairs({ wd, other }) do
+      local code, out, err = helpers.run("timeout 20 " .. ISOLATE .. " --workdir " .. shq(w) .. " -- echo ran")
+      assert.equal(0, code, err)
+      assert.equal("ran\n", out)
+    end
+  end)
+
   it("isolate: a nested repository that was there, only used inside (status, add, commit), stays in place",
     function()
       if helpers.skip_without_bwrap() then return end
