@@ -31,6 +31,7 @@ local function manager(root, extra)
     launcher = function(cmdline) return glue.start(cmdline, root .. "/launch.log") end,
     alive = glue.alive,
     stop = glue.stop,
+    log = function() end,
   }
   for k, v in pairs(extra or {}) do o[k] = v end
   return assert(session.manager(o))
@@ -260,5 +261,71 @@ describe("escape: what the host runs later", function()
       assert.is_false(helpers.exists(wd .. "/" .. p), p)
       assert.matches(wd .. "/" .. p .. " was created or replaced inside the sandbox", err, 1, true)
     end
+  end)
+end)
+
+describe("escape: processes, /proc and the launch line", function()
+  local root
+  before_each(function()
+    root = helpers.tmpdir()
+    assert(uv.fs_mkdir(root .. "/wd", 448))
+  end)
+  after_each(function() helpers.rmtree(root) end)
+
+  local function inside(command, extra)
+    return helpers.run(ISOLATE .. " " .. (extra or "") .. " --workdir " .. shq(root .. "/wd") .. " -- bash -c "
+      .. shq(command))
+  end
+
+  it("every process the sandbox shows (bwrap's init, the bridge's keeper, the shell) has the filter, "
+    .. "no_new_privs and no capability: ptracing one of them (allowed: same user) gains nothing", function()
+    if helpers.skip_without_bwrap() then return end
+    local code, out, err = inside("sleep 0.2; for p in /proc/[0-9]*; do printf '%s %s\\n' \"${p#/proc/}\" "
+      .. "\"$(grep -E '^(Seccomp|NoNewPrivs|CapEff|CapPrm|CapBnd):' $p/status | tr -s '\\t\\n' '  ')\"; done")
+    assert.equal(0, code, err)
+    local n = 0
+    for line in out:gmatch("[^\n]+") do
+      if line:find("Seccomp", 1, true) then
+        n = n + 1
+        assert.matches("CapPrm: 0000000000000000 CapEff: 0000000000000000 CapBnd: 0000000000000000 "
+          .. "NoNewPrivs: 1 Seccomp: 2", line, 1, true)
+      end
+    end
+    assert.is_true(n >= 3, out) -- init, keeper, shell (and the listing's own)
+  end)
+
+  it("a host process (isolate itself, this Lua process) cannot be signalled from inside; SIGKILL to bwrap's "
+    .. "init from inside is ignored", function()
+    if helpers.skip_without_bwrap() then return end
+    local code, out, err = inside("kill -0 " .. helpers.pid() .. " 2>/dev/null && echo reached-host; "
+      .. "kill -0 $PPID; kill -KILL 1; sleep 0.2; echo still-here")
+    assert.equal(0, code, err)
+    assert.is_nil(out:find("reached-host", 1, true), out)
+    assert.truthy(out:find("still-here", 1, true), out)
+  end)
+
+  it("no file under /proc outside /proc/<pid> and /proc/sys takes a write of its own value (root inside)",
+    function()
+      if helpers.skip_without_bwrap() then return end
+      local code, out, err = inside("for f in $(find /proc -maxdepth 3 \\( -path '/proc/[0-9]*' -o -path /proc/sys "
+        .. "-o -path /proc/self -o -path /proc/thread-self \\) -prune -o -type f -print 2>/dev/null); do "
+        .. "[ -w \"$f\" ] || continue; v=$(head -c 256 \"$f\" 2>/dev/null | head -n 1); "
+        .. "if printf '%s\\n' \"$v\" 2>/dev/null > \"$f\"; then echo \"WROTE $f\"; fi; done 2>/dev/null; echo end")
+      assert.equal(0, code, err)
+      assert.equal("end\n", out)
+    end)
+
+  it("a workdir and a command holding quotes, $(), backquotes, a newline, ^U, ESC and DEL run as given: the "
+    .. "sandbox starts there, nothing in them runs outside", function()
+    if helpers.skip_without_bwrap() then return end
+    -- a payload that would print who ran it (no "/": a file name)
+    local name = "w'q\"$(id >&2)`id >&2`\n-x\21\27[2J\127;id >&2; rm -rf ~"
+    local wd = root .. "/" .. name
+    assert(uv.fs_mkdir(wd, 448))
+    local code, out, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c "
+      .. shq("pwd; printf '%s' \"$1\"") .. " x " .. shq("$(id >&2)'\n"))
+    assert.equal(0, code, err)
+    assert.equal(wd .. "\n$(id >&2)'\n", out)
+    assert.is_nil(err:find("uid=", 1, true), err)
   end)
 end)
