@@ -232,6 +232,35 @@ describe("escape: what the host runs later", function()
     end
   end)
 
+  it("isolate: 300 nested repositories made inside are all moved aside, and 21 lines report them", function()
+    if helpers.skip_without_bwrap() then return end
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c "
+      .. shq("for i in $(seq 300); do mkdir -p r$i/.git && echo '[core]' > r$i/.git/config; done"))
+    assert.equal(0, code, err)
+    local _, nested = err:gsub("nested repositor", "")
+    assert.equal(21, nested, err)
+    assert.matches("and 280 more nested repositories below", err, 1, true)
+    for i = 1, 300 do assert.is_false(helpers.exists(wd .. "/r" .. i .. "/.git"), i) end
+  end)
+
+  it("session manager: past the walk's bound the end check says that it did not look, rather than nothing",
+    function()
+      if helpers.skip_without_bwrap() then return end
+      local protect = require("isolation.protect")
+      local limit = protect.NESTED_LIMIT
+      protect.NESTED_LIMIT = 50
+      local said = {}
+      local mgr = manager(root, { log = function(l) said[#said + 1] = l end })
+      local s = assert(mgr:launch({ id = "s1", project = project("none"), agent = "claude", workdir = wd,
+        command = "mkdir -p deep/r/.git && echo '[core]' > deep/r/.git/config && touch $(seq 100) && echo > done" }))
+      local ok = wait_file(wd .. "/done") and glue.wait(function() mgr:poll() return s.state == "ended" end, 10)
+      mgr:close()
+      protect.NESTED_LIMIT = limit
+      assert.is_true(ok, tostring(helpers.read(root .. "/launch.log")))
+      assert.matches("nested repositories below " .. wd .. ": not checked, more than 50 entries",
+        table.concat(said, "\n"), 1, true)
+    end)
+
   it("isolate: a nested repository that was there, only used inside (status, add, commit), stays in place",
     function()
       if helpers.skip_without_bwrap() then return end

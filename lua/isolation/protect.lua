@@ -121,6 +121,8 @@ end
 local NESTED_PARTS = { "config", "config.worktree", "commondir", "hooks" }
 -- the walk's bound (entries seen): a larger tree is reported, not checked
 M.NESTED_LIMIT = 500000
+-- lines naming a nested repository each, at most; then one that counts
+M.NESTED_NAMED = 20
 
 local function ctime_after(path, start)
   local st = uv.fs_lstat(path)
@@ -243,6 +245,12 @@ end
 -- moved / failed and lines.
 local function check_nested(nested, stamp, moved, failed, lines)
   local repos, cut = nested_repos(nested.workdir)
+  -- a sandbox can make thousands: each is moved, the first few are named
+  local named = 0
+  local function say(line)
+    named = named + 1
+    if named <= M.NESTED_NAMED then lines[#lines + 1] = line end
+  end
   if cut then
     lines[#lines + 1] = string.format("protect: nested repositories below %s: not checked, more than %d "
       .. "entries; a repository the sandbox made or changed there may run code when git runs on the host",
@@ -262,18 +270,22 @@ local function check_nested(nested, stamp, moved, failed, lines)
       if ok then
         entry.moved_to = to
         moved[#moved + 1] = entry
-        lines[#lines + 1] = string.format("protect: %s: a nested repository whose %s was made or changed inside "
-          .. "the sandbox (git on the host, even `git status` in the workdir above it, would run what its "
-          .. "config names); moved aside to %s: check its config and hooks, then rename it back", r.path,
-          why, to)
+        say(string.format("protect: %s: a nested repository whose %s was made or changed inside the sandbox "
+          .. "(git on the host, even `git status` in the workdir above it, would run what its config names); "
+          .. "moved aside to %s: check its config and hooks, then rename it back", r.path, why, to))
       else
         entry.error = tostring(err)
         failed[#failed + 1] = entry
-        lines[#lines + 1] = string.format("protect: %s: a nested repository whose %s was made or changed inside "
-          .. "the sandbox could NOT be moved aside (%s): check its config and hooks before git runs on the host",
-          r.path, why, tostring(err))
+        say(string.format("protect: %s: a nested repository whose %s was made or changed inside the sandbox "
+          .. "could NOT be moved aside (%s): check its config and hooks before git runs on the host", r.path, why,
+          tostring(err)))
       end
     end
+  end
+  if named > M.NESTED_NAMED then
+    lines[#lines + 1] = string.format("protect: and %d more nested repositories below %s made or changed inside the "
+      .. "sandbox, each moved aside the same way (or named in the list of failures)", named - M.NESTED_NAMED,
+      nested.workdir)
   end
 end
 
