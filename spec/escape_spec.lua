@@ -261,6 +261,29 @@ describe("escape: what the host runs later", function()
         table.concat(said, "\n"), 1, true)
     end)
 
+  it("isolate: lefthook's other config names (lefthook-local.yml, merged in and read without a main config; "
+    .. ".toml, .json, .config/...) made inside are moved aside; one that was there is read-only", function()
+    if helpers.skip_without_bwrap() then return end
+    helpers.write(wd .. "/lefthook.yaml", "pre-commit: {}\n")
+    local names = { "lefthook-local.yml", ".lefthook-local.yml", "lefthook.toml", ".lefthook.json",
+      "lefthook-local.jsonc", ".config/lefthook.yml", ".config/lefthook-local.yml", ".lefthook/pre-commit/x.sh",
+      ".lefthook-local/pre-commit/x.sh" }
+    local make = {}
+    for _, n in ipairs(names) do
+      make[#make + 1] = "mkdir -p \"$(dirname " .. n .. ")\" && echo 'pre-commit: {jobs: [{run: id}]}' > " .. n
+    end
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(
+      "if echo x >> lefthook.yaml; then echo WROTE >&2; fi; " .. table.concat(make, " && ")))
+    assert.equal(0, code, err)
+    assert.is_nil(err:find("WROTE", 1, true), err)
+    assert.equal("pre-commit: {}\n", helpers.read(wd .. "/lefthook.yaml"))
+    for _, n in ipairs(names) do
+      local top = n:match("^(%.lefthook[^/]*)/") or n
+      assert.is_false(helpers.exists(wd .. "/" .. top), n)
+      assert.matches(wd .. "/" .. top .. " was created or replaced inside the sandbox", err, 1, true)
+    end
+  end)
+
   it("isolate: a nested repository that was there, only used inside (status, add, commit), stays in place",
     function()
       if helpers.skip_without_bwrap() then return end

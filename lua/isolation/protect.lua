@@ -11,6 +11,26 @@ local isolation = require("isolation")
 
 local M = {}
 
+--- Protected like isolation.PROTECTED (and added to a non-empty list the
+--- same way), but bound only when present at launch, and else watched by
+--- the end check: the builders bind every listed path, present or not, and
+--- a line typed into a terminal (tmux send-keys) has a length limit. Every
+--- other name lefthook reads a config by (the -local one is merged into
+--- each hook run, and read without a main config) and its script
+--- directories.
+M.PROTECTED_IF_PRESENT = {
+  "lefthook.yaml", "lefthook.toml", "lefthook.json", "lefthook.jsonc", "lefthook-local.yml", "lefthook-local.yaml",
+  "lefthook-local.toml", "lefthook-local.json", "lefthook-local.jsonc", ".lefthook.yaml", ".lefthook.toml",
+  ".lefthook.json", ".lefthook.jsonc", ".lefthook-local.yml", ".lefthook-local.yaml", ".lefthook-local.toml",
+  ".lefthook-local.json", ".lefthook-local.jsonc", ".lefthook", ".lefthook-local", ".config/lefthook.yml",
+  ".config/lefthook.yaml", ".config/lefthook.toml", ".config/lefthook.json", ".config/lefthook.jsonc",
+  ".config/lefthook-local.yml", ".config/lefthook-local.yaml", ".config/lefthook-local.toml",
+  ".config/lefthook-local.json", ".config/lefthook-local.jsonc"
+}
+
+-- spec -> the PROTECTED_IF_PRESENT paths missing at prepare(), for watch()
+local missing_at_prepare = setmetatable({}, { __mode = "k" })
+
 local function copy(list)
   local out = {}
   for i, v in ipairs(list) do out[i] = v end
@@ -74,6 +94,14 @@ function M.prepare(spec, home)
         list[#list + 1] = p
       end
     end
+    local missing = {}
+    for _, p in ipairs(M.PROTECTED_IF_PRESENT) do
+      if not seen[p] then
+        seen[p] = true
+        if uv.fs_lstat(spec.workdir .. "/" .. p) then list[#list + 1] = p else missing[#missing + 1] = p end
+      end
+    end
+    missing_at_prepare[spec] = missing
   end
   local warnings = {}
   local kept = {}
@@ -227,7 +255,15 @@ end
 --- for the nested repositories the end check looks at (unless protection
 --- is off, `protect = {}`).
 function M.watch(spec)
-  local w, err = isolation.protect_watch(spec, os.getenv("HOME"))
+  local watched = spec
+  local missing = missing_at_prepare[spec]
+  if missing and #missing > 0 and type(spec.protect) == "table" then
+    watched = {}
+    for k, v in pairs(spec) do watched[k] = v end
+    watched.protect = copy(spec.protect)
+    for _, p in ipairs(missing) do watched.protect[#watched.protect + 1] = p end
+  end
+  local w, err = isolation.protect_watch(watched, os.getenv("HOME"))
   if not w then return nil, err end
   local cfg = spec.config or {}
   local on = type(spec.protect) ~= "table" or #spec.protect > 0
