@@ -33,6 +33,16 @@ local SUN_PATH_MAX = 107
 local PLAIN_ID = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 local HASHED_NAME_LEN = #"h=" + 16 + #".sock"
 
+-- Put in front of a local bwrap line: bwrap passes every open descriptor on
+-- into the sandbox, and the launcher's shell has whatever the orchestrator
+-- (or its own parent: a CI runner's pipe, a docker connection) holds
+-- without close-on-exec. Only 0, 1, 2 and the line's own 3 (the seccomp
+-- file, which bwrap reads and closes) go on. bash, since dash takes one-
+-- digit descriptors only; a subshell of its own, so that a line typed into
+-- an interactive shell closes nothing of that shell's.
+local CLOSE_INHERITED = "'bash' '-c' 'for fd in /proc/$$/fd/*; do fd=${fd##*/}; "
+  .. "if [ \"$fd\" -gt 3 ]; then eval \"exec $fd>&-\"; fi; done; exec \"$@\"' 'isolation-close-fds' "
+
 local function fnv1a64(s)
   local h = 0xcbf29ce484222325
   for i = 1, #s do
@@ -712,6 +722,7 @@ function Manager:launch(req)
     cmdline, remote_socket = tunnel_line(spec, target, path)
   else
     cmdline, err = call(isolation.wrap, spec)
+    if cmdline and cfg.mode == "bwrap" and is_local(target) then cmdline = CLOSE_INHERITED .. cmdline end
   end
   if not cmdline then return nil, err or remote_socket end
   if cfg.mode ~= "" and is_local(target) then

@@ -257,10 +257,30 @@ static int l_protect_check(lua_State *L)
     return 2;
 }
 
+/*
+ * A regular file opened for reading, or NULL. A sandbox may have left a
+ * FIFO where git keeps a file (a docker session, whose missing protected
+ * paths nothing checks): an open that waits for a writer would hang the
+ * next launch.
+ */
+static FILE *open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    FILE *f = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        f = fdopen(fd, "r");
+    if (!f)
+        close(fd);
+    return f;
+}
+
 /* Pushes the first line of base/rel after "gitdir: ", or returns false. */
 static bool read_gitdir(lua_State *L, const char *path, const char *key)
 {
-    FILE *f = fopen(path, "re");
+    FILE *f = open_regular(path);
     if (!f)
         return false;
     char line[PATH_MAX];
@@ -398,7 +418,7 @@ static void lower_trim(char *out, size_t n, const char *b, const char *e)
 static void add_hooks_path(lua_State *L, int out, const char *real_workdir,
                            const char *config)
 {
-    FILE *f = fopen(config, "re");
+    FILE *f = open_regular(config);
     if (!f)
         return;
     char line[PATH_MAX], section[64] = "", key[64];

@@ -1,0 +1,383 @@
+-- Escapes tried from a shell inside a whole deny sandbox (`isolate` and a
+-- session manager's local bwrap launch), as the launching root: each test
+-- names the attack and asserts what the user relies on.
+local uv = require("luv")
+local helpers = require("helpers")
+local glue = require("support.glue")
+local policy = require("isolation.policy")
+local session = require("isolation.session")
+
+local shq = helpers.shquote
+
+local ISOLATE = shq(require("support.cli").ISOLATE)
+
+-- Every descriptor of every process the sandbox shows, as "pid fd target"
+-- lines, written to `out` from inside.
+local LIST_FDS = "for p in /proc/[0-9]*; do for f in $p/fd/*; do "
+  .. "printf '%s %s %s\\n' \"${p#/proc/}\" \"${f##*/}\" \"$(readlink \"$f\")\"; done; done"
+
+local function project(network)
+  local p = { id = "p" }
+  assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = network } }))
+  return p
+end
+
+-- A manager whose launcher runs the line the way the project's own glue
+-- does (io.popen, sh -c, setsid): a child of this process, so that every
+-- descriptor this process holds without close-on-exec reaches the line.
+local function manager(root, extra)
+  local o = {
+    runtime_dir = root .. "/run",
+    launcher = function(cmdline) return glue.start(cmdline, root .. "/launch.log") end,
+    alive = glue.alive,
+    stop = glue.stop,
+    log = function() end,
+  }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return assert(session.manager(o))
+end
+
+local function wait_file(path, secs)
+  return glue.wait(function() return helpers.exists(path) end, secs or 30)
+end
+
+describe("escape: descriptors inherited from the launcher", function()
+  local root
+  before_each(function()
+    root = helpers.tmpdir()
+    assert(uv.fs_mkdir(root .. "/wd", 448))
+  end)
+  after_each(function() helpers.rmtree(root) end)
+
+  for _, network in ipairs({ "deny", "allow" }) do
+    it("session manager, network " .. network .. ": an orchestrator's descriptor without close-on-exec (its own "
+      .. "log, opened with io.open) is not in any process of the sandbox and cannot be written", function()
+      if helpers.skip_without_bwrap() then return end
+      local log = root .. "/orchestrator.log"
+      local held = assert(io.open(log, "w")) -- io.open: no close-on-exec
+      local audit = root .. "/audit.log"
+      local mgr = manager(root, { audit_log = audit })
+      local done = root .. "/wd/done"
+      -- through any descriptor that leads to the orchestrator's log
+      local command = "exec >fds.txt; " .. LIST_FDS .. "; exec >/dev/null; "
+        .. "for f in /proc/self/fd/*; do case $(readlink $f) in "
+        .. "*orchestrator.log) eval \"echo planted >&${f##*/}\";; esac; done; echo ok > done"
+      local s, err = mgr:launch({ id = "s1", project = project(network), agent = "claude", workdir = root .. "/wd",
+        command = command })
+      assert(s, err)
+      local finished = wait_file(done)
+      held:close()
+      mgr:close()
+      assert.is_true(finished, tostring(helpers.read(root .. "/launch.log")))
+      local fds = helpers.read(root .. "/wd/fds.txt")
+      assert.is_nil(fds:find(log, 1, true), fds)
+      assert.is_nil(fds:find(audit, 1, true), fds)
+      assert.is_nil(fds:find(root .. "/run", 1, true), fds) -- the seccomp filter and the proxy's socket
+      assert.equal("", helpers.read(log))
+      for line in fds:gmatch("[^\n]+") do
+        local fd, target = line:match("^%d+ (%d+) (.*)$")
+        -- bwrap's init keeps an eventfd of its own; the shell its listing
+        assert.is_true(tonumber(fd) <= 2 or target:find("^anon_inode:%[eventfd%]") ~= nil
+          or target:find("^/proc/%d+/fd$") ~= nil or target:find("^socket:") ~= nil
+          or target:find("^pipe:") ~= nil, line)
+        if target:find("^socket:") then assert.equal("deny", network, line) end -- the bridge's, to its proxy
+      end
+      -- no pipe but the shell's own: none of this process's
+      local own = {}
+      for f in io.popen("ls /proc/" .. helpers.pid() .. "/fd"):lines() do
+        local t = uv.fs_readlink("/proc/" .. helpers.pid() .. "/fd/" .. f)
+        if t and t:find("^pipe:") then own[t] = true end
+      end
+      for line in fds:gmatch("[^\n]+") do
+        local target = line:match("^%d+ %d+ (.*)$")
+        assert.is_nil(own[target], line)
+      end
+    end)
+  end
+
+  it("isolate --log and --learn: the audit log, the proxy's listener and isolate's loop are not inside", function()
+    if helpers.skip_without_bwrap() then return end
+    local audit = root .. "/audit.log"
+    for _, opt in ipairs({ "--log " .. shq(audit), "--learn" }) do
+      local code, _, err = helpers.run("exec 7>>" .. shq(root .. "/held") .. "; " .. ISOLATE .. " " .. opt
+        .. " --workdir " .. shq(root .. "/wd")
+        .. " -- bash -c " .. shq("exec >fds.txt; " .. LIST_FDS .. "; echo planted >&7"))
+      assert.equal(1, code, err) -- descriptor 7 is not there
+      local fds = helpers.read(root .. "/wd/fds.txt")
+      assert.is_nil(fds:find(audit, 1, true), fds)
+      assert.is_nil(fds:find(root .. "/held", 1, true), fds)
+      assert.is_nil(fds:find("isolate.", 1, true), fds) -- the proxy's socket directory
+      assert.is_nil(fds:find("eventpoll", 1, true), fds)
+      assert.equal("", helpers.read(root .. "/held") or "")
+    end
+  end)
+end)
+
+describe("escape: what the host runs later", function()
+  local root, wd
+  local GIT = "git -c user.email=a@example.com -c user.name=a -c init.defaultBranch=main"
+  before_each(function()
+    root = helpers.tmpdir()
+    wd = root .. "/wd"
+    assert(uv.fs_mkdir(wd, 448))
+    assert.equal(0, (helpers.run("cd " .. shq(wd) .. " && " .. GIT .. " init -q . && " .. GIT
+      .. " commit -q --allow-empty -m init")))
+  end)
+  after_each(function() helpers.rmtree(root) end)
+
+  -- Inside: a payload that would write `marker` (outside the workdir, so
+  -- only a run on the host can make it), a nested repository at `sub`
+  -- whose config names it as core.fsmonitor, and a gitlink to it in the
+  -- workdir's own index, so that a plain `git status` in the workdir runs
+  -- git (and the payload) in sub.
+  local function plant(make_repo)
+    local marker = root .. "/marker"
+    return table.concat({
+      "printf '#!/bin/sh\\necho ran > %s\\n' " .. shq(marker) .. " > payload.sh", "chmod +x payload.sh",
+      make_repo,
+      GIT .. " -C sub config core.fsmonitor \"$PWD/payload.sh\"",
+      GIT .. " update-index --add --cacheinfo 160000,$(" .. GIT .. " -C sub rev-parse HEAD),sub",
+    }, " && "), marker
+  end
+
+  local function host_git_status()
+    return helpers.run("cd " .. shq(wd) .. " && git status --porcelain")
+  end
+
+  it("isolate: a nested repository made inside (git init, core.fsmonitor, a gitlink in the workdir's index) is "
+    .. "moved aside at the end: `git status` on the host in the workdir runs nothing", function()
+    if helpers.skip_without_bwrap() then return end
+    local command, marker = plant("mkdir sub && " .. GIT .. " -C sub init -q && " .. GIT
+      .. " -C sub commit -q --allow-empty -m s")
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
+    assert.equal(0, code, err)
+    assert.matches("sub/.git: a nested repository whose config was made or changed inside the sandbox", err, 1, true)
+    assert.is_false(helpers.exists(wd .. "/sub/.git"))
+    host_git_status()
+    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+    -- moved, not deleted: the repository is there to inspect
+    local moved = assert(err:match("moved aside to (%S+/sub/%.git%.isolation%-quarantine%-%S+):"))
+    assert.equal("directory", uv.fs_lstat(moved).type)
+  end)
+
+  it("session manager: a nested repository that was there at launch, given a core.fsmonitor inside and committed "
+    .. "as a gitlink, is moved aside at the end and named in on_end's list", function()
+    if helpers.skip_without_bwrap() then return end
+    assert.equal(0, (helpers.run("mkdir " .. shq(wd .. "/sub") .. " && cd " .. shq(wd .. "/sub") .. " && " .. GIT
+      .. " init -q && " .. GIT .. " commit -q --allow-empty -m s")))
+    local command, marker = plant("true")
+    command = command .. " && " .. GIT .. " commit -q -m gitlink && echo ok > done"
+    local ended
+    local mgr = manager(root, { on_end = function(_, _, moved) ended = moved end })
+    local s = assert(mgr:launch({ id = "s1", project = project("deny"), agent = "claude", workdir = wd,
+      command = command }))
+    assert.is_true(wait_file(wd .. "/done"), tostring(helpers.read(root .. "/launch.log")))
+    assert.is_true(glue.wait(function() mgr:poll() return s.state == "ended" end, 10))
+    mgr:close()
+    host_git_status()
+    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+    assert.is_false(helpers.exists(wd .. "/sub/.git"))
+    local paths = {}
+    for _, m in ipairs(ended or {}) do paths[#paths + 1] = m.path end
+    assert.same({ wd .. "/sub/.git" }, paths)
+  end)
+
+  it("isolate: a submodule's .git file made inside, pointing at a git directory with core.fsmonitor under "
+    .. ".git/modules, is moved aside", function()
+    if helpers.skip_without_bwrap() then return end
+    local command, marker = plant("mkdir -p sub .git/modules && " .. GIT .. " init -q --separate-git-dir "
+      .. ".git/modules/sub sub && " .. GIT .. " -C sub commit -q --allow-empty -m s")
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
+    assert.equal(0, code, err)
+    assert.matches("sub/.git: a nested repository whose .git file was made or changed", err, 1, true)
+    host_git_status()
+    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+  end)
+
+  it("isolate: a nested .git made a symlink inside (git follows it to a git directory with core.fsmonitor) is "
+    .. "moved aside", function()
+    if helpers.skip_without_bwrap() then return end
+    local command, marker = plant("mkdir sub && " .. GIT .. " -C sub init -q && " .. GIT
+      .. " -C sub commit -q --allow-empty -m s && mv sub/.git hidden-gd && ln -s ../hidden-gd sub/.git")
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
+    assert.equal(0, code, err)
+    assert.matches("sub/.git: a nested repository whose .git link was made or changed", err, 1, true)
+    host_git_status()
+    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+  end)
+
+  it("isolate: a FIFO as a nested .git, and as the commondir a .git file names, does not hang the end check",
+    function()
+      if helpers.skip_without_bwrap() then return end
+      local started = uv.hrtime()
+      local code, _, err = helpers.run("timeout 20 " .. ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c "
+        .. shq("mkdir a b gd && mkfifo a/.git gd/commondir && echo 'gitdir: ../gd' > b/.git"))
+      assert.equal(0, code, err)
+      assert.is_true((uv.hrtime() - started) / 1e9 < 10)
+      assert.matches("a/.git: a nested repository whose .git fifo was made or changed", err, 1, true)
+      assert.matches("b/.git: a nested repository whose .git file was made or changed", err, 1, true)
+    end)
+
+  it("a FIFO left at .git/config, or at the config of the git directory a .git file names (a docker session "
+    .. "checks nothing at its end), does not hang the next launch", function()
+    if helpers.skip_without_bwrap() then return end
+    local other = root .. "/wd2"
+    assert.equal(0, (helpers.run("rm -f " .. shq(wd .. "/.git/config") .. " && mkfifo " .. shq(wd .. "/.git/config")
+      .. " && mkdir -p " .. shq(other .. "/gd") .. " && echo 'gitdir: gd' > " .. shq(other .. "/.git")
+      .. " && mkfifo " .. shq(other .. "/gd/config"))))
+    for _, w in ipairs({ wd, other }) do
+      local code, out, err = helpers.run("timeout 20 " .. ISOLATE .. " --workdir " .. shq(w) .. " -- echo ran")
+      assert.equal(0, code, err)
+      assert.equal("ran\n", out)
+    end
+  end)
+
+  it("isolate: 300 nested repositories made inside are all moved aside, and 21 lines report them", function()
+    if helpers.skip_without_bwrap() then return end
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c "
+      .. shq("for i in $(seq 300); do mkdir -p r$i/.git && echo '[core]' > r$i/.git/config; done"))
+    assert.equal(0, code, err)
+    local _, nested = err:gsub("nested repositor", "")
+    assert.equal(21, nested, err)
+    assert.matches("and 280 more nested repositories below", err, 1, true)
+    for i = 1, 300 do assert.is_false(helpers.exists(wd .. "/r" .. i .. "/.git"), i) end
+  end)
+
+  it("session manager: past the walk's bound the end check says that it did not look, rather than nothing",
+    function()
+      if helpers.skip_without_bwrap() then return end
+      local protect = require("isolation.protect")
+      local limit = protect.NESTED_LIMIT
+      protect.NESTED_LIMIT = 50
+      local said = {}
+      local mgr = manager(root, { log = function(l) said[#said + 1] = l end })
+      local s = assert(mgr:launch({ id = "s1", project = project("none"), agent = "claude", workdir = wd,
+        command = "mkdir -p deep/r/.git && echo '[core]' > deep/r/.git/config && touch $(seq 100) && echo > done" }))
+      local ok = wait_file(wd .. "/done") and glue.wait(function() mgr:poll() return s.state == "ended" end, 10)
+      mgr:close()
+      protect.NESTED_LIMIT = limit
+      assert.is_true(ok, tostring(helpers.read(root .. "/launch.log")))
+      assert.matches("nested repositories below " .. wd .. ": not checked, more than 50 entries",
+        table.concat(said, "\n"), 1, true)
+    end)
+
+  it("isolate: lefthook's other config names (lefthook-local.yml, merged in and read without a main config; "
+    .. ".toml, .json, .config/...) made inside are moved aside; one that was there is read-only", function()
+    if helpers.skip_without_bwrap() then return end
+    helpers.write(wd .. "/lefthook.yaml", "pre-commit: {}\n")
+    local names = { "lefthook-local.yml", ".lefthook-local.yml", "lefthook.toml", ".lefthook.json",
+      "lefthook-local.jsonc", ".config/lefthook.yml", ".config/lefthook-local.yml", ".lefthook/pre-commit/x.sh",
+      ".lefthook-local/pre-commit/x.sh" }
+    local make = {}
+    for _, n in ipairs(names) do
+      make[#make + 1] = "mkdir -p \"$(dirname " .. n .. ")\" && echo 'pre-commit: {jobs: [{run: id}]}' > " .. n
+    end
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(
+      "if echo x >> lefthook.yaml; then echo WROTE >&2; fi; " .. table.concat(make, " && ")))
+    assert.equal(0, code, err)
+    assert.is_nil(err:find("WROTE", 1, true), err)
+    assert.equal("pre-commit: {}\n", helpers.read(wd .. "/lefthook.yaml"))
+    for _, n in ipairs(names) do
+      local top = n:match("^(%.lefthook[^/]*)/") or n
+      assert.is_false(helpers.exists(wd .. "/" .. top), n)
+      assert.matches(wd .. "/" .. top .. " was created or replaced inside the sandbox", err, 1, true)
+    end
+  end)
+
+  it("isolate: a nested repository that was there, only used inside (status, add, commit), stays in place",
+    function()
+      if helpers.skip_without_bwrap() then return end
+      assert.equal(0, (helpers.run("mkdir " .. shq(wd .. "/sub") .. " && cd " .. shq(wd .. "/sub") .. " && " .. GIT
+        .. " init -q && " .. GIT .. " commit -q --allow-empty -m s && sleep 0.1")))
+      local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq("cd sub && "
+        .. "git status >/dev/null && echo x > f && git add f && " .. GIT .. " commit -q -m f"))
+      assert.equal(0, code, err)
+      assert.is_nil(err:find("nested repository", 1, true), err)
+      assert.equal("directory", uv.fs_lstat(wd .. "/sub/.git").type)
+    end)
+
+  it("isolate: a protected path made a symlink to the user's data elsewhere: the end check moves the link, "
+    .. "never the data it points at", function()
+    if helpers.skip_without_bwrap() then return end
+    local data = root .. "/userdata"
+    assert(uv.fs_mkdir(data, 448))
+    helpers.write(data .. "/settings.json", "mine")
+    helpers.write(data .. "/hooks", "mine")
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(
+      "ln -s " .. shq(data) .. " .vscode && ln -s " .. shq(data) .. " .mcp.json && ln -s " .. shq(data)
+      .. " .claude"))
+    assert.equal(0, code, err)
+    assert.equal("mine", helpers.read(data .. "/settings.json"))
+    assert.equal("mine", helpers.read(data .. "/hooks"))
+    for _, p in ipairs({ ".vscode", ".mcp.json", ".claude" }) do
+      assert.is_false(helpers.exists(wd .. "/" .. p), p)
+      assert.matches(wd .. "/" .. p .. " was created or replaced inside the sandbox", err, 1, true)
+    end
+  end)
+end)
+
+describe("escape: processes, /proc and the launch line", function()
+  local root
+  before_each(function()
+    root = helpers.tmpdir()
+    assert(uv.fs_mkdir(root .. "/wd", 448))
+  end)
+  after_each(function() helpers.rmtree(root) end)
+
+  local function inside(command, extra)
+    return helpers.run(ISOLATE .. " " .. (extra or "") .. " --workdir " .. shq(root .. "/wd") .. " -- bash -c "
+      .. shq(command))
+  end
+
+  it("every process the sandbox shows (bwrap's init, the bridge's keeper, the shell) has the filter, "
+    .. "no_new_privs and no capability: ptracing one of them (allowed: same user) gains nothing", function()
+    if helpers.skip_without_bwrap() then return end
+    local code, out, err = inside("sleep 0.2; for p in /proc/[0-9]*; do printf '%s %s\\n' \"${p#/proc/}\" "
+      .. "\"$(grep -E '^(Seccomp|NoNewPrivs|CapEff|CapPrm|CapBnd):' $p/status | tr -s '\\t\\n' '  ')\"; done")
+    assert.equal(0, code, err)
+    local n = 0
+    for line in out:gmatch("[^\n]+") do
+      if line:find("Seccomp", 1, true) then
+        n = n + 1
+        assert.matches("CapPrm: 0000000000000000 CapEff: 0000000000000000 CapBnd: 0000000000000000 "
+          .. "NoNewPrivs: 1 Seccomp: 2", line, 1, true)
+      end
+    end
+    assert.is_true(n >= 3, out) -- init, keeper, shell (and the listing's own)
+  end)
+
+  it("a host process (isolate itself, this Lua process) cannot be signalled from inside; SIGKILL to bwrap's "
+    .. "init from inside is ignored", function()
+    if helpers.skip_without_bwrap() then return end
+    local code, out, err = inside("kill -0 " .. helpers.pid() .. " 2>/dev/null && echo reached-host; "
+      .. "kill -0 $PPID; kill -KILL 1; sleep 0.2; echo still-here")
+    assert.equal(0, code, err)
+    assert.is_nil(out:find("reached-host", 1, true), out)
+    assert.truthy(out:find("still-here", 1, true), out)
+  end)
+
+  it("no file under /proc outside /proc/<pid> and /proc/sys takes a write of its own value (root inside)",
+    function()
+      if helpers.skip_without_bwrap() then return end
+      local code, out, err = inside("for f in $(find /proc -maxdepth 3 \\( -path '/proc/[0-9]*' -o -path /proc/sys "
+        .. "-o -path /proc/self -o -path /proc/thread-self \\) -prune -o -type f -print 2>/dev/null); do "
+        .. "[ -w \"$f\" ] || continue; v=$(head -c 256 \"$f\" 2>/dev/null | head -n 1); "
+        .. "if printf '%s\\n' \"$v\" 2>/dev/null > \"$f\"; then echo \"WROTE $f\"; fi; done 2>/dev/null; echo end")
+      assert.equal(0, code, err)
+      assert.equal("end\n", out)
+    end)
+
+  it("a workdir and a command holding quotes, $(), backquotes, a newline, ^U, ESC and DEL run as given: the "
+    .. "sandbox starts there, nothing in them runs outside", function()
+    if helpers.skip_without_bwrap() then return end
+    -- a payload that would print who ran it (no "/": a file name)
+    local name = "w'q\"$(id >&2)`id >&2`\n-x\21\27[2J\127;id >&2; rm -rf ~"
+    local wd = root .. "/" .. name
+    assert(uv.fs_mkdir(wd, 448))
+    local code, out, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c "
+      .. shq("pwd; printf '%s' \"$1\"") .. " x " .. shq("$(id >&2)'\n"))
+    assert.equal(0, code, err)
+    assert.equal(wd .. "\n$(id >&2)'\n", out)
+    assert.is_nil(err:find("uid=", 1, true), err)
+  end)
+end)
