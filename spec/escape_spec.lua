@@ -144,17 +144,26 @@ describe("escape: what the host runs later", function()
     return helpers.run("cd " .. shq(wd) .. " && git status --porcelain")
   end
 
+  -- isolate runs `setup` with the planted fsmonitor; the end check must
+  -- report `message` and the host's git status then run nothing. Returns
+  -- isolate's stderr.
+  local function assert_isolate_moves_aside(setup, message)
+    local command, marker = plant(setup)
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
+    assert.equal(0, code, err)
+    assert.matches(message, err, 1, true)
+    host_git_status()
+    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+    return err
+  end
+
   it("isolate: a nested repository made inside (git init, core.fsmonitor, a gitlink in the workdir's index) is "
     .. "moved aside at the end: `git status` on the host in the workdir runs nothing", function()
     if helpers.skip_without_bwrap() then return end
-    local command, marker = plant("mkdir sub && " .. GIT .. " -C sub init -q && " .. GIT
-      .. " -C sub commit -q --allow-empty -m s")
-    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
-    assert.equal(0, code, err)
-    assert.matches("sub/.git: a nested repository whose config was made or changed inside the sandbox", err, 1, true)
+    local err = assert_isolate_moves_aside("mkdir sub && " .. GIT .. " -C sub init -q && " .. GIT
+      .. " -C sub commit -q --allow-empty -m s",
+      "sub/.git: a nested repository whose config was made or changed inside the sandbox")
     assert.is_false(helpers.exists(wd .. "/sub/.git"))
-    host_git_status()
-    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
     -- moved, not deleted: the repository is there to inspect
     local moved = assert(err:match("moved aside to (%S+/sub/%.git%.isolation%-quarantine%-%S+):"))
     assert.equal("directory", uv.fs_lstat(moved).type)
@@ -185,25 +194,17 @@ describe("escape: what the host runs later", function()
   it("isolate: a submodule's .git file made inside, pointing at a git directory with core.fsmonitor under "
     .. ".git/modules, is moved aside", function()
     if helpers.skip_without_bwrap() then return end
-    local command, marker = plant("mkdir -p sub .git/modules && " .. GIT .. " init -q --separate-git-dir "
-      .. ".git/modules/sub sub && " .. GIT .. " -C sub commit -q --allow-empty -m s")
-    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
-    assert.equal(0, code, err)
-    assert.matches("sub/.git: a nested repository whose .git file was made or changed", err, 1, true)
-    host_git_status()
-    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+    assert_isolate_moves_aside("mkdir -p sub .git/modules && " .. GIT .. " init -q --separate-git-dir "
+      .. ".git/modules/sub sub && " .. GIT .. " -C sub commit -q --allow-empty -m s",
+      "sub/.git: a nested repository whose .git file was made or changed")
   end)
 
   it("isolate: a nested .git made a symlink inside (git follows it to a git directory with core.fsmonitor) is "
     .. "moved aside", function()
     if helpers.skip_without_bwrap() then return end
-    local command, marker = plant("mkdir sub && " .. GIT .. " -C sub init -q && " .. GIT
-      .. " -C sub commit -q --allow-empty -m s && mv sub/.git hidden-gd && ln -s ../hidden-gd sub/.git")
-    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(wd) .. " -- bash -c " .. shq(command))
-    assert.equal(0, code, err)
-    assert.matches("sub/.git: a nested repository whose .git link was made or changed", err, 1, true)
-    host_git_status()
-    assert.is_false(helpers.exists(marker), "the host's git status ran the sandbox's fsmonitor")
+    assert_isolate_moves_aside("mkdir sub && " .. GIT .. " -C sub init -q && " .. GIT
+      .. " -C sub commit -q --allow-empty -m s && mv sub/.git hidden-gd && ln -s ../hidden-gd sub/.git",
+      "sub/.git: a nested repository whose .git link was made or changed")
   end)
 
   it("isolate: a FIFO as a nested .git, and as the commondir a .git file names, does not hang the end check",
