@@ -112,6 +112,16 @@ local function assert_deny_ended(out, bridge, up, proxy, accepts, fds)
   assert(proxy_back(proxy, fds))
 end
 
+-- Every descriptor of every process the container shows that names the
+-- canary file the launching shell holds open without close-on-exec (a
+-- launcher's log, a CI runner's pipe): "leak=PID:FD:TARGET" lines, then
+-- "probed=N" (how many descriptors were looked at; the image has stat,
+-- not readlink).
+local FD_CANARY = "isolation-fd-canary"
+local FD_PROBE = "n=0; for p in /proc/[0-9]*; do for f in \"$p\"/fd/*; do t=$(stat -c %N \"$f\" 2>/dev/null) "
+  .. "|| continue; n=$((n+1)); case $t in *" .. FD_CANARY .. "*) echo \"leak=${p#/proc/}:${f##*/}:$t\";; esac; "
+  .. "done; done; echo probed=$n"
+
 -- The attacker's sender (spec/support/sendfd.c), static: the image has no
 -- compiler and no python.
 local function build_sendfd(dir)
@@ -324,6 +334,18 @@ describe("docker, for real", function()
     assert.are_not.equal("0", r.mounted, out)
     assert.are.equal("unset", r.env, out)
     assert.are.equal(accepts, up:stats().http_accepts)
+  end)
+
+  it("deny, bridge pass: a descriptor the launching shell holds without close-on-exec is in no process of the "
+    .. "container (docker hands none of its client's on)", function()
+    if skip then return end
+    local canary = dir .. "/" .. FD_CANARY
+    helpers.write(canary, "secret\n")
+    local code, out, err = launch(FD_PROBE, { bridge = "pass" },
+      "exec 7<" .. shq(canary) .. " 8>>" .. shq(canary) .. ";")
+    assert.are.equal(0, code, err)
+    assert.falsy(out:find("leak=", 1, true), out)
+    assert.is_true(tonumber(out:match("probed=(%d+)")) >= 3, out)
   end)
 
   it("the workdir is written by, and owned by, the user who runs the line ($(id -u):$(id -g)); exit status", function()
@@ -580,13 +602,13 @@ describe("podman (rootless), for real", function()
   local skip = not pod
   local up, proxy, base, work
 
-  local function launch(script, overrides)
+  local function launch(script, overrides, pre)
     local spec = {}
     for k, v in pairs(base) do spec[k] = v end
     for k, v in pairs(overrides or {}) do spec[k] = v or nil end
     spec.command = script
     local line = assert(isolation.wrap(spec))
-    return helpers.run("cd " .. shq(pod.dir) .. " && " .. pod.prefix .. " env " .. pod.env
+    return helpers.run((pre or "") .. "cd " .. shq(pod.dir) .. " && " .. pod.prefix .. " env " .. pod.env
       .. " timeout -k 5 120 sh -c " .. shq(line))
   end
 
@@ -656,6 +678,18 @@ describe("podman (rootless), for real", function()
       assert(proxy_back(proxy, fds))
     end)
   end
+
+  it("deny, bridge pass: a descriptor the launching shell holds without close-on-exec is in no process of the "
+    .. "container (podman's --preserve-fds is 0)", function()
+    if skip then return end
+    local canary = pod.dir .. "/" .. FD_CANARY
+    helpers.write(canary, "secret\n")
+    local code, out, err = launch(FD_PROBE, { bridge = "pass" }, "exec 7<" .. shq(canary) .. " 8>>" .. shq(canary)
+      .. "; ")
+    assert.are.equal(0, code, err)
+    assert.falsy(out:find("leak=", 1, true), out)
+    assert.is_true(tonumber(out:match("probed=(%d+)")) >= 3, out)
+  end)
 
   it("none: nothing reachable; the workdir written as the user (--userns=keep-id); exit status", function()
     if skip then return end
