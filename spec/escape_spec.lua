@@ -382,3 +382,59 @@ describe("escape: processes, /proc and the launch line", function()
     assert.is_nil(err:find("uid=", 1, true), err)
   end)
 end)
+
+-- The agent writes the workdir, so it can leave a relative symlink where a
+-- protected path or a pinned parent (.git, .claude) will be at the next
+-- launch. bwrap follows it both ways (the host path as the source, the
+-- same path inside as the destination): a pin, bound read-write, turned a
+-- host directory the sandbox shows read-only (here under /usr, any path
+-- that exists inside: /etc too) writable from inside.
+describe("escape: a symlink planted at a protected path for the next launch", function()
+  local wd, target
+  before_each(function()
+    wd = helpers.tmpdir()
+    target = "/usr/local/share/isolation-spec-" .. helpers.pid()
+    assert(os.execute("mkdir -p " .. shq(target)))
+  end)
+  after_each(function()
+    helpers.rmtree(wd)
+    os.remove(target .. "/x")
+    assert(uv.fs_rmdir(target))
+  end)
+
+  local function rel_to_target()
+    local ups = select(2, wd:gsub("/", "/"))
+    return ("../"):rep(ups) .. target:sub(2)
+  end
+
+  it("isolate: .git as a link out of the workdir (into a directory the sandbox shows read-only) is refused, "
+    .. "nothing runs, the host directory stays unwritten", function()
+    if helpers.skip_without_bwrap() then return end
+    assert(uv.fs_symlink(rel_to_target(), wd .. "/.git"))
+    local code, out, err = helpers.run("cd " .. shq(wd) .. " && " .. ISOLATE .. " --network allow -- bash -c "
+      .. shq("echo planted > " .. target .. "/x && echo wrote"))
+    assert.are_not.equal(0, code)
+    assert.falsy(out:find("wrote", 1, true), out)
+    assert.matches(".git is a symbolic link to " .. target .. ", outside", err, 1, true)
+    assert.is_false(helpers.exists(target .. "/x"), "the sandbox wrote the host's " .. target)
+  end)
+
+  it("a bare wrap() line: a protected directory (.vscode) linked out of the workdir is refused by the line "
+    .. "itself; a link that stays inside the workdir launches", function()
+    if helpers.skip_without_bwrap() then return end
+    local isolation = require("isolation")
+    assert(uv.fs_symlink(rel_to_target(), wd .. "/.vscode"))
+    local line = assert(isolation.wrap({ config = { mode = "bwrap", network = "allow" }, workdir = wd,
+      command = "echo ran" }))
+    local code, out, err = helpers.run(line)
+    assert.are.equal(1, code, err)
+    assert.are.equal("", out)
+    assert.matches(".vscode is a symbolic link to " .. target .. ", outside", err, 1, true)
+    assert(os.remove(wd .. "/.vscode"))
+    assert(os.execute("mkdir " .. shq(wd .. "/shared")))
+    assert(uv.fs_symlink("shared", wd .. "/.vscode"))
+    code, out, err = helpers.run(line)
+    assert.are.equal(0, code, err)
+    assert.are.equal("ran\n", out)
+  end)
+end)

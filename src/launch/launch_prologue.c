@@ -97,12 +97,9 @@ static void add_paths_check(luaL_Buffer *b)
     luaL_addstring(b, ";; esac; fi; shift 2; done\n");
 }
 
-static void add_pair(luaL_Buffer *b, const char *field, const char *path,
-                     launch_word_fn add_word)
+/* One path as a word: a leading $HOME token stays expandable. */
+static void add_path(luaL_Buffer *b, const char *path, launch_word_fn add_word)
 {
-    luaL_addchar(b, ' ');
-    add_word(b, field, strlen(field));
-    luaL_addchar(b, ' ');
     if (strncmp(path, TOKEN_HOME_TEXT, 5) == 0 &&
         (path[5] == '/' || path[5] == '\0')) {
         luaL_addstring(b, "\"" TOKEN_HOME_TEXT "\"");
@@ -111,6 +108,71 @@ static void add_pair(luaL_Buffer *b, const char *field, const char *path,
             return;
     }
     add_word(b, path, strlen(path));
+}
+
+static void add_pair(luaL_Buffer *b, const char *field, const char *path,
+                     launch_word_fn add_word)
+{
+    luaL_addchar(b, ' ');
+    add_word(b, field, strlen(field));
+    luaL_addchar(b, ' ');
+    add_path(b, path, add_word);
+}
+
+/*
+ * A protected path, pinned parent or command-naming agent config that is a
+ * symbolic link to a directory must lead inside the workdir (an agent's:
+ * inside $HOME). bwrap and docker follow such a link, the source on the
+ * host and the destination inside, so a relative link the sandbox left in
+ * an earlier session (the workdir and the agent's config are its to
+ * write) binds the host directory it names over the same path inside: a
+ * pin read-write (tried: `.git -> ../../../usr/local/share/x` made that
+ * host directory writable from inside), a protected path read-only.
+ * Inside the workdir (or $HOME, where only the agent's own binds are
+ * shown) a target gives nothing new. Compared physically (cd -P), as the
+ * home check does; a link to a file cannot be read without readlink, which
+ * is no builtin: isolate and the session manager check those
+ * (isolation.protect). The workdir's paths are listed relative to it: the
+ * line stays short enough to type.
+ */
+static void add_symlink_check(luaL_Buffer *b, const struct launch_spec *s,
+                              launch_word_fn add_word)
+{
+    const char *const *agent =
+        s->agent_config_ro ? NULL : launch_agent_protected(s->agent);
+    bool agent_any = agent && *agent;
+    if (s->npins + s->nprotect == 0 && !agent_any)
+        return;
+    size_t wlen = strlen(s->workdir);
+    luaL_addstring(b, "if command cd -P -- ");
+    add_word(b, s->workdir, wlen);
+    /* The list goes on over continuation lines, a few words each: one
+     * physical line of a typed line stays short (wrap_spec: <= 1000). */
+    luaL_addstring(b, " >/dev/null 2>&1; then w=$PWD; for p in \\\n");
+    size_t words = 0;
+    for (size_t i = 0; i < s->npins + s->nprotect; i++) {
+        const char *rel =
+            i < s->npins ? s->pins[i] + wlen + 1 : s->protect[i - s->npins];
+        luaL_addstring(b, words && words % 6 == 0 ? " \\\n" : " ");
+        add_word(b, rel, strlen(rel));
+        words++;
+    }
+    for (const char *const *a = agent; a && *a; a++) {
+        luaL_addstring(b, words && words % 6 == 0 ? " \\\n" : " ");
+        add_path(b, *a, add_word);
+        words++;
+    }
+    luaL_addstring(
+        b, " \\\n; do case $p in /*) q=$p; in=$h;; *) q=$w/$p; in=$w;; esac; "
+           "if [ -h \"$q\" ] && command cd -P -- \"$q\" >/dev/null 2>&1; "
+           "then case $PWD/ in \"${in%/}\"/*) ;; *) ");
+    add_refusal(b,
+                "%s is a symbolic link to %s, outside %s: a protected path, "
+                "its parent or an agent config that names commands may not "
+                "lead out (the bind would follow it to that host directory); "
+                "remove it or move it aside",
+                "\"$q\" \"$PWD\" \"$in\"");
+    luaL_addstring(b, ";; esac; fi; done; fi\n");
 }
 
 static void add_indexed(luaL_Buffer *b, const char *field,
@@ -150,6 +212,7 @@ void launch_add_prologue(luaL_Buffer *b, const struct launch_spec *s,
         add_pair(b, "bridge_path", s->bridge_path, add_word);
     luaL_addstring(b, "\n");
     add_paths_check(b);
+    add_symlink_check(b, s, add_word);
     luaL_addstring(b, "command printf %s ");
     add_word(b, program, len);
     luaL_addstring(b, ")\"");
