@@ -163,15 +163,15 @@ static void add_symlink_check(luaL_Buffer *b, const struct launch_spec *s,
         words++;
     }
     luaL_addstring(
-        b, " \\\n; do case $p in /*) q=$p; in=$h;; *) q=$w/$p; in=$w;; esac; "
+        b, " \\\n; do case $p in /*) q=$p; top=$h;; *) q=$w/$p; top=$w;; esac; "
            "if [ -h \"$q\" ] && command cd -P -- \"$q\" >/dev/null 2>&1; "
-           "then case $PWD/ in \"${in%/}\"/*) ;; *) ");
+           "then case $PWD/ in \"${top%/}\"/*) ;; *) ");
     add_refusal(b,
                 "%s is a symbolic link to %s, outside %s: a protected path, "
                 "its parent or an agent config that names commands may not "
                 "lead out (the bind would follow it to that host directory); "
                 "remove it or move it aside",
-                "\"$q\" \"$PWD\" \"$in\"");
+                "\"$q\" \"$PWD\" \"$top\"");
     luaL_addstring(b, ";; esac; fi; done; fi\n");
 }
 
