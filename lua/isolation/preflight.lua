@@ -295,39 +295,33 @@ end
 -- a sandboxed process can send one with a request, and the kernel's close
 -- of it in the proxy's thread can wait (a TCP socket with SO_LINGER and
 -- unsent bytes: up to its linger time), stopping that loop's proxies.
--- Tried for real: a descriptor sent to a proxy that takes none.
-local function rights_check(env, out)
+-- Tried for real, as the other probes are (a child process: no luv loop is
+-- run here, which a caller inside uv.run() could not allow): the pass
+-- starter in a deny sandbox hands its listeners to a proxy that takes none.
+-- The kernel refusing the send, the starter says "takes no descriptors";
+-- a proxy that received them answers the message as HTTP (400), and the
+-- starter says "does not accept listeners".
+local function rights_check(env, out, why_not)
   local name = "proxy refuses descriptors"
-  local sock = env.tmp .. "/rights.sock"
-  local p, perr = isolation.proxy({ unix = sock, allow = {} })
-  if not p then
-    out[#out + 1] = check(name, false, "the proxy did not start: " .. tostring(perr),
-      "check that " .. env.tmp .. " can hold a unix socket")
+  if why_not then
+    out[#out + 1] = check(name, false, "not tried: " .. why_not, "fix the checks above first")
     return
   end
-  local pipe, tcp, result = uv.new_pipe(true), uv.new_tcp(), nil
-  assert(tcp:bind("127.0.0.1", 0))
-  pipe:connect(sock, function(cerr)
-    if cerr then result = "connect: " .. cerr return end
-    pipe:write2("x", tcp, function(werr) result = werr or "sent" end)
-  end)
-  local deadline = uv.now() + env.timeout * 1000
-  while not result and uv.now() < deadline do
-    uv.run("once")
-    uv.update_time()
+  local code, text, fix = deny_probe(env, "pass", { accept_listeners = 0 }, "rights")
+  if not code then
+    out[#out + 1] = check(name, false, text, fix)
+    return
   end
-  pipe:close()
-  tcp:close()
-  uv.run("nowait")
-  p:close()
-  local refused = result ~= nil and result:find("EPERM", 1, true) ~= nil
+  local refused = text:find("takes no descriptors", 1, true) ~= nil
+  local through = text:find("does not accept listeners", 1, true) ~= nil
   out[#out + 1] = check(name, refused,
     refused and "the kernel refuses a descriptor sent to the proxy's socket (SO_PASSRIGHTS): no sandboxed "
       .. "process can make the proxy's thread wait on one"
-      or ("a descriptor sent to the proxy's socket got through (" .. tostring(result or "no answer")
-        .. "): without SO_PASSRIGHTS (Linux 6.16) a sandboxed process can stall its proxy's loop by sending "
-        .. "a lingering TCP socket"),
-    "run a kernel 6.16 or later (deny launches work without it; only this stall stays open)")
+      or through and ("a descriptor sent to the proxy's socket got through: without SO_PASSRIGHTS (Linux 6.16) "
+        .. "a sandboxed process can stall its proxy's loop by sending a lingering TCP socket")
+      or ("could not tell (exit " .. tostring(code) .. "): " .. first_line(text)),
+    through and "run a kernel 6.16 or later (deny launches work without it; only this stall stays open)"
+      or "fix the bridge (pass) check above first")
 end
 
 ------------------------------------------------------------------------------
@@ -469,7 +463,8 @@ function M.run(opts)
       not env.bwrap and "no bwrap" or not netns and "no network namespace" or "no bridge runs")
     pass_check(env, out, not env.bwrap and "no bwrap" or not netns and "no network namespace"
       or not builtin and "the built-in bridge does not run (the pass starter is the same program)" or nil)
-    rights_check(env, out)
+    rights_check(env, out, not env.bwrap and "no bwrap" or not netns and "no network namespace"
+      or not builtin and "the built-in bridge does not run (the pass starter is the same program)" or nil)
     tty_check(env, out)
     limits_checks(env, out)
     if opts.engines ~= false then
