@@ -22,14 +22,28 @@ local function kv(out)
 end
 
 -- Runs `line` (exec'd, so that the background pid is the engine's client)
--- behind `prefix`, sends it SIGTERM after 2 s; returns its status and the
--- seconds it took to end after the signal.
-local function terminated(prefix, line)
+-- behind `prefix`; once the command has written `started` (a path in the
+-- workdir, waited for up to 30 s), sends the client SIGTERM; returns its
+-- status and the seconds it took to end after the signal. The signal
+-- waits for the command: rootless podman that gets SIGTERM while its
+-- container is starting does not forward it (it exits 0 or 143, and the
+-- container may run on: README, Not promised), and on a loaded machine the
+-- start took more than 2 s.
+local function terminated(prefix, line, started)
+  os.remove(started)
   local code, out = helpers.run(prefix .. " sh -c " .. shq("exec " .. line) .. " </dev/null >/dev/null 2>&1 & p=$!; "
-    .. "sleep 2; kill -TERM $p; t=$(date +%s); wait $p; s=$?; echo \"status=$s took=$(( $(date +%s) - t ))\"")
+    .. "i=0; while [ ! -e " .. shq(started) .. " ] && [ $i -lt 600 ] && kill -0 $p 2>/dev/null; do sleep 0.05; "
+    .. "i=$((i+1)); done; [ -e " .. shq(started) .. " ] && echo started; "
+    .. "kill -TERM $p; t=$(date +%s); wait $p; s=$?; echo \"status=$s took=$(( $(date +%s) - t ))\"")
   assert(code == 0)
+  assert(out:find("started\n", 1, true), "the command did not start: " .. out)
+  os.remove(started)
   return tonumber(out:match("status=(%d+)")), tonumber(out:match("took=(%d+)"))
 end
+
+-- The command of the SIGTERM cases: it says it runs, then is a sleep.
+local STARTED = ".isolation-spec-started"
+local SLEEP_STARTED = "echo up >" .. STARTED .. " && exec sleep 60"
 
 -- The static bridge of the normal build (the sanitizer run's isolation.BRIDGE
 -- is a dynamic ASan build, which no minimal image could run).
@@ -383,10 +397,11 @@ describe("docker, for real", function()
       local fds = helpers.fd_count()
       local spec = {}
       for k, v in pairs(base) do spec[k] = v end
-      spec.command = "sleep 60"
+      spec.command = SLEEP_STARTED
       spec.bridge = b
       local line = assert(isolation.wrap(spec))
-      local status, took = terminated("timeout -k 5 40 env " .. eng.env .. " HOME=" .. shq(dir .. "/home"), line)
+      local status, took = terminated("timeout -k 5 40 env " .. eng.env .. " HOME=" .. shq(dir .. "/home"), line,
+        base.workdir .. "/" .. STARTED)
       assert.are.equal(143, status)
       assert.is_true(took <= 10, "took " .. tostring(took))
       assert(proxy_back(proxy, fds))
@@ -668,11 +683,11 @@ describe("podman (rootless), for real", function()
       local fds = helpers.fd_count()
       local spec = {}
       for k, v in pairs(base) do spec[k] = v end
-      spec.command = "sleep 60"
+      spec.command = SLEEP_STARTED
       spec.bridge = b
       local line = assert(isolation.wrap(spec))
       local status, took = terminated("cd " .. shq(pod.dir) .. " && timeout -k 5 40 " .. pod.prefix .. " env "
-        .. pod.env, line)
+        .. pod.env, line, work .. "/" .. STARTED)
       assert.are.equal(143, status)
       assert.is_true(took <= 10, "took " .. tostring(took))
       assert(proxy_back(proxy, fds))
