@@ -147,11 +147,9 @@ local function build_sendfd(dir)
 end
 
 describe("docker, for real", function()
-  local eng, why = containers.docker()
-  if not eng then
-    print("containers_spec: skipping the real docker specs: " .. why)
-  end
-  local skip = not eng
+  -- The daemon starts in lazy_setup: only when a case of this block runs
+  -- (a filtered run that skips them all starts none, and leaves none).
+  local eng, skip
   local dir, up, proxy, sock, bridge, base
 
   -- Runs the wrap() line of spec_base + overrides with `script` as command,
@@ -167,7 +165,13 @@ describe("docker, for real", function()
   end
 
   lazy_setup(function()
-    if skip then return end
+    local why
+    eng, why = containers.docker()
+    skip = not eng
+    if skip then
+      print("containers_spec: skipping the real docker specs: " .. why)
+      return
+    end
     dir = helpers.tmpdir()
     sock = dir .. "/run/proxy.sock"
     assert(os.execute("mkdir -m 0700 " .. shq(dir .. "/run") .. " && mkdir " .. shq(dir .. "/home")))
@@ -610,11 +614,8 @@ describe("docker, for real", function()
 end)
 
 describe("podman (rootless), for real", function()
-  local pod, why = containers.podman()
-  if not pod then
-    print("containers_spec: skipping the real podman specs: " .. why)
-  end
-  local skip = not pod
+  -- Started in lazy_setup, as docker above.
+  local pod, skip
   local up, proxy, base, work
 
   local function launch(script, overrides, pre)
@@ -628,7 +629,13 @@ describe("podman (rootless), for real", function()
   end
 
   lazy_setup(function()
-    if skip then return end
+    local why
+    pod, why = containers.podman()
+    skip = not pod
+    if skip then
+      print("containers_spec: skipping the real podman specs: " .. why)
+      return
+    end
     containers.image(pod, "isolation-spec-tools", TOOLS)
     up = upstream.start()
     local sock = pod.dir .. "/proxy/proxy.sock"

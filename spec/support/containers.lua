@@ -44,6 +44,40 @@ function Engine:stop()
   helpers.rmtree(self.dir)
 end
 
+-- The busted process that runs the specs: a private daemon's directory
+-- names it (`owner`), so that a later run can tell a daemon whose run was
+-- killed (a cancelled CI job, ^C) from one a run still uses.
+local OWNER = tostring(require("luv").os_getpid())
+
+local function alive(pid)
+  return run("kill -0 " .. pid .. " 2>/dev/null") == 0
+end
+
+-- Stops the private dockerds and podman pause processes of spec runs that
+-- were killed before their teardown, and removes their directories. Only
+-- a directory made by helpers.tmpdir whose owner is gone, and only a
+-- process whose command line names that directory (a pid file left by a
+-- daemon that died may name a pid reused since).
+local function reap_orphans()
+  local _, list = run("ls -d /tmp/isolation-spec.*/owner 2>/dev/null")
+  for file in list:gmatch("[^\n]+") do
+    local dir = file:match("^(/tmp/isolation%-spec%.[%w]+)/owner$")
+    local owner = (helpers.read(file) or ""):match("^(%d+)")
+    if dir and owner and not alive(owner) then
+      for _, pidfile in ipairs({ dir .. "/pid", dir .. "/xdg/libpod/tmp/pause.pid" }) do
+        local pid = (helpers.read(pidfile) or ""):match("^(%d+)")
+        local cmdline = pid and (helpers.read("/proc/" .. pid .. "/cmdline") or "") or ""
+        local environ = pid and (helpers.read("/proc/" .. pid .. "/environ") or "") or ""
+        if pid and (cmdline:find(dir, 1, true) or environ:find(dir, 1, true)) then
+          run("kill " .. pid .. "; for i in $(seq 100); do kill -0 " .. pid .. " 2>/dev/null || break; sleep 0.1; done")
+        end
+      end
+      run("grep -o " .. shq(dir .. "/[^ ]*") .. " /proc/mounts | sort -r | xargs -r -n1 umount -l")
+      helpers.rmtree(dir)
+    end
+  end
+end
+
 local function answers(env)
   local code = run(env .. " timeout 10 docker version --format '{{.Server.Version}}' >/dev/null 2>&1")
   return code == 0
@@ -60,7 +94,9 @@ function M.docker()
   if run("id -u | grep -qx 0") ~= 0 then
     return nil, "no docker daemon answers, and only root can start one"
   end
+  reap_orphans()
   local dir = helpers.tmpdir()
+  helpers.write(dir .. "/owner", OWNER .. "\n")
   local env = "DOCKER_HOST=unix://" .. dir .. "/docker.sock"
   -- vfs and cgroupfs: no overlay or systemd needed; no bridge and no
   -- iptables: the specs use --network none only
@@ -114,8 +150,10 @@ function M.podman()
   if run("command -v podman >/dev/null && command -v newuidmap >/dev/null") ~= 0 then
     return nil, "podman (and uidmap's newuidmap) is not installed (make test installs it)"
   end
+  reap_orphans()
   local root = run("id -u | grep -qx 0") == 0
   local dir = helpers.tmpdir()
+  helpers.write(dir .. "/owner", OWNER .. "\n")
   local eng = setmetatable({ dir = dir, prefix = "", uid = 0 }, Podman)
   if root then
     eng.prefix, eng.uid, eng.as_root = "setpriv --reuid=65534 --regid=65534 --clear-groups", 65534, true
