@@ -437,14 +437,16 @@ describe("isolation.proxy unix sockets", function()
     assert.matches("107", err)
   end)
 
-  -- Connects each time the path exists, until `stop` exists or 60 s pass;
-  -- prints what it saw. Runs in its own process, beside the proxies.
+  -- For i = 1, N: waits for the socket file PREFIX-i.sock to appear and
+  -- connects to it the moment it does, once; gives up when `stop` exists
+  -- or 60 s pass; prints what it saw. Runs in its own process, beside
+  -- the proxies.
   local WATCHER = [[
 local uv = require("luv")
-local path, stop = arg[1], arg[2]
-local n = { seen = 0, ok = 0, refused = 0, other = 0 }
+local prefix, n_files, stop = arg[1], tonumber(arg[2]), arg[3]
+local n = { files = 0, ok = 0, refused = 0, other = 0 }
 local deadline = uv.hrtime() + 60e9
-local function try()
+local function try(path)
   local c = uv.new_pipe(false)
   local res
   c:connect(path, function(err) res = err or "ok" end)
@@ -453,44 +455,61 @@ local function try()
   uv.run("nowait")
   return res
 end
-while uv.hrtime() < deadline do
+local i = 1
+while i <= n_files and uv.hrtime() < deadline do
+  local path = prefix .. "-" .. i .. ".sock"
   if uv.fs_lstat(path) then
-    n.seen = n.seen + 1
-    local r = try()
+    n.files = n.files + 1
+    local r = try(path)
     if r == "ok" then n.ok = n.ok + 1
     elseif r:find("ECONNREFUSED", 1, true) then n.refused = n.refused + 1
-    else n.other = n.other + 1 end -- ENOENT: removed meanwhile
+    else n.other = n.other + 1 end
+    i = i + 1
   elseif uv.fs_lstat(stop) then
     break
   end
 end
-io.write(string.format("seen=%d ok=%d refused=%d other=%d\n", n.seen, n.ok, n.refused, n.other))
+io.write(string.format("files=%d ok=%d refused=%d other=%d\n", n.files, n.ok, n.refused, n.other))
 ]]
 
-  it("shows its socket file only while it accepts: a watcher connecting whenever the file exists is never refused",
-    function()
-      -- between bind() and listen(), and after the listener's close, a
-      -- file that exists refuses: a supervisor waiting for it would fail
+  it("shows its socket file only once it accepts: a watcher connecting the moment each file appears is never "
+    .. "refused; the file is gone when close() returns", function()
+      -- between bind() and listen() a file that exists refuses: a
+      -- supervisor waiting for it would fail. Each proxy is closed only
+      -- after it accepted the watcher's connection: a connect racing the
+      -- close can be refused whatever the order (the kernel looks the name
+      -- up before it checks that the socket listens; README, the proxy).
+      local uv = require("luv")
       local cli = require("support.cli")
-      local path, stop = dir .. "/ready.sock", dir .. "/stop"
+      local N, prefix, stop = 500, dir .. "/ready", dir .. "/stop"
       helpers.write(dir .. "/watcher.lua", WATCHER)
-      local w = cli.spawn({ cli.LUA, dir .. "/watcher.lua", path, stop })
+      local w = cli.spawn({ cli.LUA, dir .. "/watcher.lua", prefix, tostring(N), stop })
       W.settle(0.2)
+      local unaccepted, left = 0, 0
       local opened, failure = pcall(function()
-        for i = 1, 500 do
+        for i = 1, N do
+          local path = prefix .. "-" .. i .. ".sock"
           local q, err = isolation.proxy({ allow = {}, unix = path })
           assert(q, "proxy " .. i .. ": " .. tostring(err))
+          local t0 = uv.hrtime()
+          while q:stats().connections == 0 and uv.hrtime() - t0 < 5e9 do uv.sleep(1) end
+          if q:stats().connections == 0 then unaccepted = unaccepted + 1 end
           q:close()
+          if uv.fs_lstat(path) then left = left + 1 end
+          if unaccepted > 0 then break end -- the watcher was refused (or is gone)
         end
       end)
       helpers.write(stop, "") -- the watcher ends, whatever happened
       assert.is_true(opened, tostring(failure))
       local status, out, err = w.wait(60)
       assert.are.equal(0, status, err)
-      local seen, ok, refused = out:match("^seen=(%d+) ok=(%d+) refused=(%d+)")
-      assert.is_truthy(seen, out .. err)
+      local files, ok, refused = out:match("^files=(%d+) ok=(%d+) refused=(%d+)")
+      assert.is_truthy(files, out .. err)
       assert.are.equal("0", refused, out)
-      assert.is_true(tonumber(ok) > 0, "the watcher never connected: " .. out)
+      assert.are.equal(tostring(N), files, out)
+      assert.are.equal(tostring(N), ok, out)
+      assert.are.equal(0, unaccepted, out)
+      assert.are.equal(0, left, "a socket file was there after close() returned")
       -- no temporary name left behind
       local _, names = helpers.run("ls -A " .. helpers.shquote(dir))
       assert.are.equal("stop\nwatcher.lua\n", names)
