@@ -23,22 +23,33 @@ end
 
 -- Runs `line` (exec'd, so that the background pid is the engine's client)
 -- behind `prefix`; once the command has written `started` (a path in the
--- workdir, waited for up to 30 s), sends the client SIGTERM; returns its
--- status and the seconds it took to end after the signal. The signal
--- waits for the command: rootless podman that gets SIGTERM while its
--- container is starting does not forward it (it exits 0 or 143, and the
--- container may run on: README, Not promised), and on a loaded machine the
--- start took more than 2 s.
-local function terminated(prefix, line, started)
+-- workdir) and `ps` (a command line listing the engine's running
+-- containers) lists one that was not there before, both waited for up to
+-- 30 s, sends the client `sig`. Returns its status, the seconds it took to
+-- end after the signal, and the new containers' ids (a set) the engine
+-- still ran once the client had ended. Why wait for the engine too:
+-- rootless podman forwards a signal only to a container its own state
+-- records as running, and the command runs (and writes `started`) before
+-- podman has saved that; a signal in between is not passed on, podman
+-- ends itself (0 or 143) and the container runs on (README, Not promised).
+local function signalled(prefix, line, started, sig, ps)
   os.remove(started)
+  local _, before = helpers.run(ps)
+  local known = started .. ".before"
+  helpers.write(known, before)
+  local new = ps .. " | grep -v -x -F -f " .. shq(known)
   local code, out = helpers.run(prefix .. " sh -c " .. shq("exec " .. line) .. " </dev/null >/dev/null 2>&1 & p=$!; "
-    .. "i=0; while [ ! -e " .. shq(started) .. " ] && [ $i -lt 600 ] && kill -0 $p 2>/dev/null; do sleep 0.05; "
-    .. "i=$((i+1)); done; [ -e " .. shq(started) .. " ] && echo started; "
-    .. "kill -TERM $p; t=$(date +%s); wait $p; s=$?; echo \"status=$s took=$(( $(date +%s) - t ))\"")
+    .. "i=0; while { [ ! -e " .. shq(started) .. " ] || [ -z \"$(" .. new .. ")\" ]; } && [ $i -lt 600 ] "
+    .. "&& kill -0 $p 2>/dev/null; do sleep 0.05; i=$((i+1)); done; [ -e " .. shq(started) .. " ] && echo started; "
+    .. "kill -" .. sig .. " $p; t=$(date +%s); wait $p; s=$?; echo \"status=$s took=$(( $(date +%s) - t ))\"; "
+    .. "echo \"running=$(" .. new .. " | tr '\\n' ' ')\"")
   assert(code == 0)
-  assert(out:find("started\n", 1, true), "the command did not start: " .. out)
   os.remove(started)
-  return tonumber(out:match("status=(%d+)")), tonumber(out:match("took=(%d+)"))
+  os.remove(known)
+  assert(out:find("started\n", 1, true), "the command did not start: " .. out)
+  local ids = {}
+  for id in (out:match("running=([^\n]*)") or ""):gmatch("%S+") do ids[id] = true end
+  return tonumber(out:match("status=(%d+)")), tonumber(out:match("took=(%d+)")), ids
 end
 
 -- The command of the SIGTERM cases: it says it runs, then is a sleep.
@@ -404,8 +415,8 @@ describe("docker, for real", function()
       spec.command = SLEEP_STARTED
       spec.bridge = b
       local line = assert(isolation.wrap(spec))
-      local status, took = terminated("timeout -k 5 40 env " .. eng.env .. " HOME=" .. shq(dir .. "/home"), line,
-        base.workdir .. "/" .. STARTED)
+      local status, took = signalled("timeout -k 5 40 env " .. eng.env .. " HOME=" .. shq(dir .. "/home"), line,
+        base.workdir .. "/" .. STARTED, "TERM", eng:cmd("ps -q"))
       assert.are.equal(143, status)
       assert.is_true(took <= 10, "took " .. tostring(took))
       assert(proxy_back(proxy, fds))
@@ -693,8 +704,8 @@ describe("podman (rootless), for real", function()
       spec.command = SLEEP_STARTED
       spec.bridge = b
       local line = assert(isolation.wrap(spec))
-      local status, took = terminated("cd " .. shq(pod.dir) .. " && timeout -k 5 40 " .. pod.prefix .. " env "
-        .. pod.env, line, work .. "/" .. STARTED)
+      local status, took = signalled("cd " .. shq(pod.dir) .. " && timeout -k 5 40 " .. pod.prefix .. " env "
+        .. pod.env, line, work .. "/" .. STARTED, "TERM", "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -q"))
       assert.are.equal(143, status)
       assert.is_true(took <= 10, "took " .. tostring(took))
       assert(proxy_back(proxy, fds))
