@@ -15,7 +15,8 @@
  * The connection that carried the handover is the listener's lifetime:
  * the proxy closes the listener when it ends. A small keeper process
  * holds it (its own session, stdio on /dev/null, no other descriptor);
- * it ends with the sandbox's PID namespace, or when the proxy closes.
+ * it ends with the sandbox's PID namespace; when the proxy closes, it ends
+ * the sandbox (end_sandbox).
  * The keeper is a child of PID 1 (bwrap's init, which reaps it): made so
  * directly when that is the parent, else a grandchild reparented at once.
  * Either way COMMAND does not find an unknown child of its own.
@@ -37,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -115,8 +117,30 @@ static ssize_t read_reply(int sock, char *out, size_t cap)
     return (ssize_t)n;
 }
 
+/* The initial PID namespace's inode: a constant of the kernel
+ * (PROC_PID_INIT_INO, include/linux/proc_ns.h, since 3.8). */
+#define HOST_PID_NS_INO 0xEFFFFFFCu
+
+/* The proxy closed the handover: the session that owned the sandbox has
+ * ended (its proxy is torn down on every path that ends one), and nothing
+ * of the sandbox should run on after it: a container whose engine client
+ * was killed, or a podman that took SIGTERM while starting and let its
+ * container run. SIGKILL to every process of the PID namespace but its
+ * init (the kernel spares it), which then ends with its child. Only where
+ * kill(-1) stays inside the sandbox: the starter ran as a child of PID 1
+ * and that namespace is not the host's (there kill(-1) would reach every
+ * process of the user). */
+static void end_sandbox(int in_sandbox)
+{
+    struct stat st;
+    if (in_sandbox && stat("/proc/self/ns/pid", &st) == 0 &&
+        st.st_ino != HOST_PID_NS_INO)
+        kill(-1, SIGKILL);
+    _exit(0);
+}
+
 /* The keeper: holds sock until the proxy closes it or the sandbox ends. */
-static void keep(int sock)
+static void keep(int sock, int in_sandbox)
 {
     setsid();
     if (chdir("/") < 0)
@@ -139,7 +163,7 @@ static void keep(int sock)
     for (;;) {
         ssize_t r = read(3, b, sizeof b);
         if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
-            _exit(0);
+            end_sandbox(in_sandbox);
     }
 }
 
@@ -151,10 +175,11 @@ static void keep(int sock)
  * kernel refuses CLONE_PARENT) the double fork. */
 static int start_keeper(int sock)
 {
-    if (getppid() == 1) {
+    int in_sandbox = getppid() == 1;
+    if (in_sandbox) {
         long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0L, 0L, 0L, 0L);
         if (pid == 0)
-            keep(sock);
+            keep(sock, in_sandbox);
         if (pid > 0)
             return 0;
     }
@@ -163,7 +188,7 @@ static int start_keeper(int sock)
         return -1;
     if (pid == 0) {
         if (fork() == 0)
-            keep(sock);
+            keep(sock, in_sandbox);
         _exit(0);
     }
     int status;

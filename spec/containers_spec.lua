@@ -52,6 +52,19 @@ local function signalled(prefix, line, started, sig, ps)
   return tonumber(out:match("status=(%d+)")), tonumber(out:match("took=(%d+)")), ids
 end
 
+-- Polls `ps` (every container, ended ones too) until none of `ids` is
+-- listed, up to 30 s; true when none is left.
+local function containers_gone(ps, ids)
+  for _ = 1, 300 do
+    local _, out = helpers.run(ps)
+    local left = false
+    for id in out:gmatch("%S+") do left = left or ids[id] end
+    if not left then return true end
+    helpers.run("sleep 0.1")
+  end
+  return false
+end
+
 -- The command of the SIGTERM cases: it says it runs, then is a sleep.
 local STARTED = ".isolation-spec-started"
 local SLEEP_STARTED = "echo up >" .. STARTED .. " && exec sleep 60"
@@ -524,6 +537,22 @@ describe("docker, for real", function()
       end)
     end)
 
+  it("bridge pass: the client killed (SIGKILL, which it cannot pass on), the container runs on; closing its proxy"
+    .. " ends it: the keeper kills every process of it, and the container is gone", function()
+    if skip then return end
+    finally(function() helpers.run(eng:cmd("ps -aq | xargs -r ") .. eng:cmd("rm -f >/dev/null 2>&1")) end)
+    with_sealed_proxy(function(sealed, sealed_sock)
+      local spec = {}
+      for k, v in pairs(base) do spec[k] = v end
+      spec.command, spec.bridge, spec.proxy_socket = SLEEP_STARTED, "pass", sealed_sock
+      local _, _, running = signalled("env " .. eng.env .. " HOME=" .. shq(dir .. "/home"),
+        assert(isolation.wrap(spec)), base.workdir .. "/" .. STARTED, "KILL", eng:cmd("ps -q"))
+      assert.is_not_nil(next(running), "the container ended with its client: nothing to prove")
+      sealed:close()
+      assert.is_true(containers_gone(eng:cmd("ps -aq"), running), "the container ran on after its proxy closed")
+    end)
+  end)
+
   it("the session manager: a docker deny session launches with bridge pass (its proxy takes the container's "
     .. "listeners), reaches only its allowlist, and its end leaves nothing held", function()
     if skip then return end
@@ -711,6 +740,30 @@ describe("podman (rootless), for real", function()
       assert(proxy_back(proxy, fds))
     end)
   end
+
+  it("bridge pass: podman killed (SIGKILL), the container runs on; closing its proxy ends it: the keeper kills"
+    .. " every process of it, and the container is gone", function()
+    if skip then return end
+    local ps = "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -aq")
+    finally(function() helpers.run(ps .. " | xargs -r " .. pod:cmd("rm -f >/dev/null 2>&1")) end)
+    local own_sock = pod.dir .. "/proxy/own.sock"
+    local own = assert(isolation.proxy({ unix = own_sock, allow = { "127.0.0.1:" .. up.http_port },
+      accept_listeners = 2 }))
+    local ok, e = pcall(function()
+      assert(os.execute("chown " .. pod.uid .. " " .. shq(own_sock)))
+      local spec = {}
+      for k, v in pairs(base) do spec[k] = v end
+      spec.command, spec.bridge, spec.proxy_socket = SLEEP_STARTED, "pass", own_sock
+      local _, _, running = signalled("cd " .. shq(pod.dir) .. " && " .. pod.prefix .. " env " .. pod.env,
+        assert(isolation.wrap(spec)), work .. "/" .. STARTED, "KILL",
+        "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -q"))
+      assert.is_not_nil(next(running), "the container ended with podman: nothing to prove")
+      own:close()
+      assert.is_true(containers_gone(ps, running), "the container ran on after its proxy closed")
+    end)
+    own:close()
+    assert(ok, e)
+  end)
 
   it("deny, bridge pass: a descriptor the launching shell holds without close-on-exec is in no process of the "
     .. "container (podman's --preserve-fds is 0)", function()

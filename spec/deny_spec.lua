@@ -301,6 +301,49 @@ for index, bridge in ipairs({ "socat", "builtin", "pass" }) do
         assert.are.equal("200", kv(out).late, out)
       end)
 
+      it("ends the sandbox when its proxy closes: the keeper kills every process of it, one that left the"
+        .. " command's session too", function()
+        if skip then return end
+        local own = rundir .. "/own.sock"
+        local p = assert(isolation.proxy({ unix = own, allow = { "127.0.0.1:" .. up.http_port },
+          accept_listeners = 2 }))
+        local spec = {}
+        for k, v in pairs(base) do spec[k] = v end
+        spec.proxy_socket = own
+        -- a process in a session of its own, and the command, each for 60 s
+        spec.command = "setsid sleep 61 & echo up > .isolation-spec-started; exec sleep 60"
+        local rc = dir .. "/ends.rc"
+        os.remove(rc)
+        finally(function()
+          p:close()
+          -- what a failure left running: the line's processes name the socket
+          for _, pid in ipairs(processes_with(own)) do helpers.run("kill -9 " .. pid .. " 2>/dev/null") end
+          os.remove(dir .. "/work/.isolation-spec-started")
+        end)
+        os.remove(dir .. "/work/.isolation-spec-started")
+        helpers.run("(timeout -k 5 90 sh -c " .. shq(assert(isolation.wrap(spec))) .. " >/dev/null 2>&1; echo $? > "
+          .. shq(rc) .. ") >/dev/null 2>&1 &")
+        local function wait_file(path, tenths)
+          for _ = 1, tenths do
+            local f = io.open(path)
+            if f then
+              local s = f:read("a")
+              f:close()
+              if s:find("\n") then return s end
+            end
+            helpers.run("sleep 0.1")
+          end
+        end
+        assert.is_string(wait_file(dir .. "/work/.isolation-spec-started", 300), "the command never started")
+        local sleepers = processes_with("sleep\0" .. "61")
+        assert.are.equal(1, #sleepers, "the detached process is not running")
+        p:close()
+        local status = wait_file(rc, 200)
+        assert.is_string(status, "the sandbox ran on 20 s after its proxy closed")
+        assert.are.equal("137", status:match("%d+"), "not ended by SIGKILL")
+        assert.are.same({}, processes_with("sleep\0" .. "61"))
+      end)
+
       it("starts the command with no child of its own: the keeper is PID 1's (bwrap's init), one process", function()
         if skip then return end
         -- read with builtins only (a cat would be a child itself); the

@@ -350,6 +350,80 @@ describe("isolation-bridge --pass (the starter, on the host)", function()
     assert.matches("accept_listeners is 0", err, 1, true)
   end)
 
+  -- The keeper ends its sandbox when the proxy closes (kill(-1) in the
+  -- sandbox's PID namespace: deny_spec, containers_spec); anywhere else
+  -- kill(-1) would reach every process of the user, so it only exits.
+  -- Each case runs the starter where a wrong guard would do harm, and
+  -- watches a process of the same user that must live on.
+  local function keepers(port)
+    local pids = {}
+    local _, names = helpers.run("ls /proc")
+    for pid in names:gmatch("%d+") do
+      local f = io.open("/proc/" .. pid .. "/cmdline", "rb")
+      local cmdline = f and f:read("a") or ""
+      if f then f:close() end
+      if cmdline:find("--pass\0" .. port .. "\0", 1, true) then pids[#pids + 1] = pid end
+    end
+    return pids
+  end
+  local function wait_for(cond)
+    for _ = 1, 200 do
+      if cond() then return true end
+      helpers.run("sleep 0.05")
+    end
+    return false
+  end
+
+  it("outside a sandbox, orphaned (its parent PID 1 of the host's PID namespace), the keeper only exits when the"
+    .. " proxy closes: a process of the same user lives on", function()
+    local _, ino = helpers.run("stat -L -c %i /proc/self/ns/pid")
+    if ino ~= "4026531836\n" then
+      pending("not in the host's PID namespace (inode " .. ino:gsub("%s", "") .. "): no orphan's parent is its PID 1")
+      return
+    end
+    local _, uid = helpers.run("id -u")
+    if uid ~= "0\n" then pending("needs root, to run the case as nobody") return end
+    p = assert(isolation.proxy({ unix = dir .. "/p.sock", allow = { "example.com" }, accept_listeners = 1 }))
+    assert(os.execute("chmod 0711 " .. helpers.shquote(dir) .. " && chown 65534 " .. helpers.shquote(dir .. "/p.sock")))
+    local port = require("support.bridge").free_port()
+    -- the starter waits until its parent (a subshell that has exited) is
+    -- PID 1, then execs the bridge: its keeper's guard sees getppid() 1
+    local starter_line = "while :; do read -r _ _ _ pp _ </proc/$$/stat; [ \"$pp\" = 1 ] && break; sleep 0.01; done; "
+      .. "exec " .. helpers.shquote(isolation.BRIDGE) .. " --pass " .. port .. " "
+      .. helpers.shquote(dir .. "/p.sock") .. " true"
+    local code, out = helpers.run("setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "
+      .. helpers.shquote("sleep 60 </dev/null >/dev/null 2>&1 & echo canary=$!; (sh -c "
+        .. helpers.shquote(starter_line) .. " </dev/null >/dev/null 2>&1 &)"))
+    assert.are.equal(0, code)
+    local canary = assert(out:match("canary=(%d+)"))
+    finally(function() helpers.run("kill " .. canary .. " 2>/dev/null") end)
+    assert.is_true(wait_for(function() return #keepers(port) == 1 end), "no keeper")
+    local _, ppid = helpers.run("cut -d' ' -f4 /proc/" .. keepers(port)[1] .. "/stat")
+    assert.are.equal("1\n", ppid)
+    p:close()
+    assert.is_true(wait_for(function() return #keepers(port) == 0 end), "the keeper outlived its proxy")
+    assert.are.equal(0, (helpers.run("kill -0 " .. canary)), "the keeper killed a process of its user")
+  end)
+
+  it("in a PID namespace of its own with a parent other than its PID 1, the keeper only exits when the proxy"
+    .. " closes: a process of that namespace lives on", function()
+    p = assert(isolation.proxy({ unix = dir .. "/p.sock", allow = { "example.com" }, accept_listeners = 1 }))
+    local port = require("support.bridge").free_port()
+    local sh = helpers.shquote
+    -- `; true`: the subshell stays the starter's parent (no exec of its last command)
+    local script = "sleep 30 & c=$!; (" .. sh(isolation.BRIDGE) .. " --pass " .. port .. " " .. sh(dir .. "/p.sock")
+      .. " true; true); echo handed >" .. sh(dir .. "/handed") .. "; while [ ! -e " .. sh(dir .. "/closed")
+      .. " ]; do sleep 0.05; done; while [ -n \"$(ps -o pid= -C isolation-bridg)\" ]; do sleep 0.05; done; "
+      .. "kill -0 $c && echo alive; kill $c"
+    helpers.run("unshare --pid --fork --mount-proc sh -c " .. sh(script) .. " >" .. sh(dir .. "/out") .. " 2>&1 &")
+    assert.is_true(wait_for(function() return helpers.read(dir .. "/handed") ~= nil end), "no handover")
+    assert.are.equal(1, #keepers(port))
+    p:close()
+    helpers.write(dir .. "/closed", "")
+    assert.is_true(wait_for(function() return (helpers.read(dir .. "/out") or "") ~= "" end), "the case hung")
+    assert.are.equal("alive\n", helpers.read(dir .. "/out"))
+  end)
+
   it("exits 126 naming the socket when no proxy listens there", function()
     local code, out, err = starter(require("support.bridge").free_port(), "echo ran")
     assert.are.equal(126, code)
