@@ -388,7 +388,8 @@ describe("isolation-bridge --pass (the starter, on the host)", function()
     local port = require("support.bridge").free_port()
     -- the starter waits until its parent (a subshell that has exited) is
     -- PID 1, then execs the bridge: its keeper's guard sees getppid() 1
-    local starter_line = "while :; do read -r _ _ _ pp _ </proc/$$/stat; [ \"$pp\" = 1 ] && break; sleep 0.01; done; "
+    local starter_line = "i=0; while [ $i -lt 1000 ]; do read -r _ _ _ pp _ </proc/$$/stat; [ \"$pp\" = 1 ] && break; "
+      .. "sleep 0.01; i=$((i+1)); done; "
       .. "exec " .. helpers.shquote(isolation.BRIDGE) .. " --pass " .. port .. " "
       .. helpers.shquote(dir .. "/p.sock") .. " true"
     local code, out = helpers.run("setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "
@@ -414,8 +415,9 @@ describe("isolation-bridge --pass (the starter, on the host)", function()
     local sh = helpers.shquote
     -- `; true`: the subshell stays the starter's parent (no exec of its last command)
     local script = "sleep 30 & c=$!; (" .. sh(isolation.BRIDGE) .. " --pass " .. port .. " " .. sh(dir .. "/p.sock")
-      .. " true; true); echo handed >" .. sh(dir .. "/handed") .. "; while [ ! -e " .. sh(dir .. "/closed")
-      .. " ]; do sleep 0.05; done; while [ -n \"$(ps -o pid= -C isolation-bridg)\" ]; do sleep 0.05; done; "
+      .. " true; true); echo handed >" .. sh(dir .. "/handed") .. "; i=0; while [ ! -e " .. sh(dir .. "/closed")
+      .. " ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; "
+      .. "while ps -o stat= -C isolation-bridg | grep -q '^[^Z]' && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; "
       .. "case $(cut -d' ' -f3 /proc/$c/stat) in [RSD]) echo alive;; esac; kill $c"
     helpers.run("unshare --pid --fork --mount-proc sh -c " .. sh(script) .. " >" .. sh(dir .. "/out") .. " 2>&1 &")
     assert.is_true(wait_for(function() return helpers.read(dir .. "/handed") ~= nil end), "no handover")
