@@ -55,14 +55,13 @@ end
 -- Polls `ps` (every container, ended ones too) until none of `ids` is
 -- listed, up to 30 s; true when none is left.
 local function containers_gone(ps, ids)
-  for _ = 1, 300 do
+  return helpers.wait_for(function()
     local _, out = helpers.run(ps)
-    local left = false
-    for id in out:gmatch("%S+") do left = left or ids[id] end
-    if not left then return true end
-    helpers.run("sleep 0.1")
-  end
-  return false
+    for id in out:gmatch("%S+") do
+      if ids[id] then return false end
+    end
+    return true
+  end, 30)
 end
 
 -- The command of the SIGTERM cases: it says it runs, then is a sleep.

@@ -323,22 +323,20 @@ for index, bridge in ipairs({ "socat", "builtin", "pass" }) do
         os.remove(dir .. "/work/.isolation-spec-started")
         helpers.run("(timeout -k 5 90 sh -c " .. shq(assert(isolation.wrap(spec))) .. " >/dev/null 2>&1; echo $? > "
           .. shq(rc) .. ") >/dev/null 2>&1 &")
-        local function wait_file(path, tenths)
-          for _ = 1, tenths do
-            local f = io.open(path)
-            if f then
-              local s = f:read("a")
-              f:close()
-              if s:find("\n") then return s end
-            end
-            helpers.run("sleep 0.1")
-          end
+        -- a file's content once it holds a whole line, or nil after `seconds`
+        local function line_in(path, seconds)
+          local text
+          helpers.wait_for(function()
+            text = helpers.read(path)
+            return text ~= nil and text:find("\n") ~= nil
+          end, seconds)
+          return text and text:find("\n") and text or nil
         end
-        assert.is_string(wait_file(dir .. "/work/.isolation-spec-started", 300), "the command never started")
+        assert.is_string(line_in(dir .. "/work/.isolation-spec-started", 30), "the command never started")
         local sleepers = processes_with("sleep\0" .. "61")
         assert.are.equal(1, #sleepers, "the detached process is not running")
         p:close()
-        local status = wait_file(rc, 200)
+        local status = line_in(rc, 20)
         assert.is_string(status, "the sandbox ran on 20 s after its proxy closed")
         assert.are.equal("137", status:match("%d+"), "not ended by SIGKILL")
         assert.are.same({}, processes_with("sleep\0" .. "61"))

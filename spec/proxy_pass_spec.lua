@@ -356,22 +356,7 @@ describe("isolation-bridge --pass (the starter, on the host)", function()
   -- Each case runs the starter where a wrong guard would do harm, and
   -- watches a process of the same user that must live on.
   local function keepers(port)
-    local pids = {}
-    local _, names = helpers.run("ls /proc")
-    for pid in names:gmatch("%d+") do
-      local f = io.open("/proc/" .. pid .. "/cmdline", "rb")
-      local cmdline = f and f:read("a") or ""
-      if f then f:close() end
-      if cmdline:find("--pass\0" .. port .. "\0", 1, true) then pids[#pids + 1] = pid end
-    end
-    return pids
-  end
-  local function wait_for(cond)
-    for _ = 1, 200 do
-      if cond() then return true end
-      helpers.run("sleep 0.05")
-    end
-    return false
+    return require("support.cli").pgrep("--pass\0" .. port .. "\0")
   end
 
   it("outside a sandbox, orphaned (its parent PID 1 of the host's PID namespace), the keeper only exits when the"
@@ -398,11 +383,11 @@ describe("isolation-bridge --pass (the starter, on the host)", function()
     assert.are.equal(0, code)
     local canary = assert(out:match("canary=(%d+)"))
     finally(function() helpers.run("kill " .. canary .. " 2>/dev/null") end)
-    assert.is_true(wait_for(function() return #keepers(port) == 1 end), "no keeper")
+    assert.is_true(helpers.wait_for(function() return #keepers(port) == 1 end, 10), "no keeper")
     local _, ppid = helpers.run("cut -d' ' -f4 /proc/" .. keepers(port)[1] .. "/stat")
     assert.are.equal("1\n", ppid)
     p:close()
-    assert.is_true(wait_for(function() return #keepers(port) == 0 end), "the keeper outlived its proxy")
+    assert.is_true(helpers.wait_for(function() return #keepers(port) == 0 end, 10), "the keeper outlived its proxy")
     -- alive, not a zombie that PID 1 has yet to reap
     local _, state = helpers.run("cut -d' ' -f3 /proc/" .. canary .. "/stat")
     assert.matches("^[RSD]\n$", state, nil, "the keeper killed a process of its user: " .. state)
@@ -420,11 +405,12 @@ describe("isolation-bridge --pass (the starter, on the host)", function()
       .. "while ps -o stat= -C isolation-bridg | grep -q '^[^Z]' && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; "
       .. "case $(cut -d' ' -f3 /proc/$c/stat) in [RSD]) echo alive;; esac; kill $c"
     helpers.run("unshare --pid --fork --mount-proc sh -c " .. sh(script) .. " >" .. sh(dir .. "/out") .. " 2>&1 &")
-    assert.is_true(wait_for(function() return helpers.read(dir .. "/handed") ~= nil end), "no handover")
+    assert.is_true(helpers.wait_for(function() return helpers.read(dir .. "/handed") ~= nil end, 10), "no handover")
     assert.are.equal(1, #keepers(port))
     p:close()
     helpers.write(dir .. "/closed", "")
-    assert.is_true(wait_for(function() return (helpers.read(dir .. "/out") or "") ~= "" end), "the case hung")
+    assert.is_true(helpers.wait_for(function() return (helpers.read(dir .. "/out") or "") ~= "" end, 10),
+      "the case hung")
     assert.are.equal("alive\n", helpers.read(dir .. "/out"))
   end)
 

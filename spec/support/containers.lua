@@ -21,6 +21,12 @@ local function run(cmd)
   return helpers.run(cmd)
 end
 
+-- Unmounts, deepest first, whatever is still mounted under dir (the vfs
+-- layers of a daemon hold read-only directories rmtree cannot remove).
+local function unmount_under(dir)
+  run("grep -o " .. shq(dir .. "[^ ]*") .. " /proc/mounts | sort -r | xargs -r -n1 umount -l")
+end
+
 local Engine = {}
 Engine.__index = Engine
 
@@ -39,8 +45,7 @@ function Engine:stop()
     run("kill " .. pid:match("^%d+") .. "; for i in $(seq 100); do kill -0 " .. pid:match("^%d+")
       .. " 2>/dev/null || break; sleep 0.1; done")
   end
-  -- the vfs layers hold read-only directories; umount what the daemon left
-  run("grep -o " .. shq(self.dir .. "[^ ]*") .. " /proc/mounts | sort -r | xargs -r -n1 umount -l")
+  unmount_under(self.dir)
   helpers.rmtree(self.dir)
 end
 
@@ -49,8 +54,11 @@ end
 -- killed (a cancelled CI job, ^C) from one a run still uses.
 local OWNER = tostring(require("luv").os_getpid())
 
+-- A zombie is not alive: where PID 1 does not reap (this machine's), a
+-- killed run's process stays one, and kill -0 still finds it.
 local function alive(pid)
-  return run("kill -0 " .. pid .. " 2>/dev/null") == 0
+  local stat = helpers.read("/proc/" .. pid .. "/stat")
+  return stat ~= nil and not stat:match("^%d+ %(.*%) [ZX]")
 end
 
 -- Stops the private dockerds and podman pause processes of spec runs that
@@ -72,7 +80,7 @@ local function reap_orphans()
           run("kill " .. pid .. "; for i in $(seq 100); do kill -0 " .. pid .. " 2>/dev/null || break; sleep 0.1; done")
         end
       end
-      run("grep -o " .. shq(dir .. "/[^ ]*") .. " /proc/mounts | sort -r | xargs -r -n1 umount -l")
+      unmount_under(dir)
       helpers.rmtree(dir)
     end
   end
@@ -137,7 +145,7 @@ function Podman:stop()
       f:close()
     end
   end
-  run("grep -o " .. shq(self.dir .. "[^ ]*") .. " /proc/mounts | sort -r | xargs -r -n1 umount -l")
+  unmount_under(self.dir)
   if self.uid ~= 0 and not self.as_root then run(self:cmd("unshare rm -rf " .. shq(self.dir .. "/graph"))) end
   helpers.rmtree(self.dir)
 end
