@@ -118,6 +118,30 @@ function helpers.wait_for(pred, seconds)
   return pred()
 end
 
+--- Threads of this process (entries of /proc/self/task).
+function helpers.thread_count()
+  local uv = require("luv")
+  local n, req = 0, assert(uv.fs_scandir("/proc/self/task"))
+  while uv.fs_scandir_next(req) do n = n + 1 end
+  return n
+end
+
+--- thread_count() once it has not changed for 50 ms (at most 2 s). A
+--- thread that was just joined can still be listed for a moment: the
+--- kernel wakes the joiner before it removes the task, so a count taken
+--- right after a proxy's close may hold a thread that is going away.
+function helpers.settled_thread_count()
+  local uv = require("luv")
+  local n, since = helpers.thread_count(), uv.hrtime()
+  local deadline = since + 2e9
+  while uv.hrtime() - since < 50e6 and uv.hrtime() < deadline do
+    uv.sleep(5)
+    local m = helpers.thread_count()
+    if m ~= n then n, since = m, uv.hrtime() end
+  end
+  return n
+end
+
 --- Does path name anything (a dangling link included)?
 function helpers.exists(path)
   return require("luv").fs_lstat(path) ~= nil
