@@ -9,9 +9,13 @@
  * with the probe: a refusal by the filter (EPERM, ENOSYS for clone3) is
  * then told from the kernel's answer.
  *
+ * Names ending in "-x32" make the call with the x32 bit set (x86_64 only).
  * Names ending in "32" make the i386 call with int 0x80 from this 64-bit
  * program (x86_64 only): the same kernel entry as a 32-bit program's, with
  * AUDIT_ARCH_I386, which a filter for x86_64 alone would let through.
+ * Not every x86_64 machine offers that entry (on some the instruction
+ * itself faults, outside any sandbox): "getpid32" asks, and a probe whose
+ * child dies of a signal prints "NAME signal=N" instead of an answer.
  *
  * Each call is made in a child of its own.
  *
@@ -192,6 +196,16 @@ static long probe(const char *n)
         return r(ioctl(0, TIOCSTI, &c));
     }
 #if defined(__x86_64__)
+    /* x32: the 64-bit entry with the x32 bit, which a kernel without the
+     * x32 ABI answers with ENOSYS; the filter must refuse it first */
+    if (!strcmp(n, "keyctl-x32"))
+        return r(syscall(0x40000000L | __NR_keyctl, 0, -3, 0));
+    if (!strcmp(n, "ioctl-tiocsti-x32")) {
+        char c = 'x';
+        return r(syscall(0x40000000L | 514 /* x32 ioctl */, 0, TIOCSTI, &c));
+    }
+    if (!strcmp(n, "getpid32"))
+        return int80(20, 0, 0, 0);
     if (!strcmp(n, "keyctl32"))
         return int80(288, 0, -3, 0);
     if (!strcmp(n, "ioctl-tiocsti32"))
@@ -249,11 +263,17 @@ int main(int argc, char **argv)
             _exit(0);
         }
         close(fds[1]);
-        if (pid < 0 || read(fds[0], &v, sizeof v) != (ssize_t)sizeof v)
+        if (pid < 0)
             return perror("probe"), 2;
+        ssize_t got = read(fds[0], &v, sizeof v);
         close(fds[0]);
-        waitpid(pid, NULL, 0);
-        if (v == -EINVAL - 100000)
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (got != (ssize_t)sizeof v) {
+            if (!WIFSIGNALED(status))
+                return perror("probe"), 2;
+            printf("%s signal=%d\n", argv[i], WTERMSIG(status));
+        } else if (v == -EINVAL - 100000)
             printf("%s unknown\n", argv[i]);
         else if (v < 0)
             printf("%s errno=%ld\n", argv[i], -v);
