@@ -878,6 +878,13 @@ function Manager:close()
     self._timer = nil
     t:stop()
     t:close()
+    -- A handle's close ends in a later iteration of its loop. Outside a
+    -- running loop nothing would end it, and luv's exit-time clean-up then
+    -- runs the close callback of a handle whose memory Lua has already
+    -- freed (a SIGSEGV at the end of a script that calls close() after
+    -- uv.run()). One non-blocking iteration ends the close now; inside a
+    -- callback the running loop ends it when the callback returns.
+    if self._loop.loop_mode and self._loop.loop_mode() == nil then self._loop.run("nowait") end
   end
   self._closed = true
   local err
