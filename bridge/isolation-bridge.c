@@ -1,6 +1,9 @@
 /*
  * isolation-bridge PORT[,PORT] SOCKET
  * isolation-bridge --pass PORT[,PORT] SOCKET COMMAND [ARG...] (bridge/pass.c)
+ * isolation-bridge --reap GRACE -- COMMAND [ARG...] (bridge/reap.c: on the
+ *   host, in front of a local launch line; it returns once every process
+ *   of the sandbox is gone)
  *
  * Listens on 127.0.0.1:PORT (and on the second PORT: the launch script
  * gives the HTTP proxy port and the SOCKS5 port) and relays every TCP
@@ -26,6 +29,7 @@
  */
 #include "listen.h"
 #include "pass.h"
+#include "reap.h"
 #include "relay.h"
 
 #include <arpa/inet.h>
@@ -133,6 +137,10 @@ int main(int argc, char **argv)
     /* --pass execs the command: what it inherits is not ours to close. */
     if (argc >= 2 && strcmp(argv[1], "--pass") == 0)
         return pass_main(argc - 1, argv + 1);
+    /* --reap runs the launch line: its descriptors (the seccomp filter's)
+     * go on too. */
+    if (argc >= 2 && strcmp(argv[1], "--reap") == 0)
+        return reap_main(argc - 1, argv + 1);
     close_inherited();
     if (argc == 2 &&
         (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {

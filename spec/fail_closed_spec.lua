@@ -125,8 +125,8 @@ describe("isolate --config: null and falsy-looking values", function()
   it("takes a null mode or network for not given: bwrap and deny, isolate's defaults", function()
     local code, out, err = dry_run('{"mode": null, "network": null}')
     assert.equal(0, code, err)
-    -- the clean environment's `env -i ...` comes first, then bwrap
-    assert.matches('^%["env", "%-i", .-, "bwrap", "%-%-ro%-bind"', out)
+    -- the reaper, the clean environment's `env -i ...`, then bwrap
+    assert.matches('^%[".-/isolation%-bridge", "%-%-reap", "5", "%-%-", "env", "%-i", .-, "bwrap", "%-%-ro%-bind"', out)
     assert.truthy(out:find('"--unshare-net"', 1, true), out)
   end)
 

@@ -694,11 +694,21 @@ describe("argv", function()
     assert.are.same({ "bash", "-c", "--", "echo hi" }, isolation.argv({ config = { mode = "" }, workdir = "/w",
       command = "echo hi" }))
     local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c", proxy_socket = "/p" }
-    -- bwrap behind env -i (the clean environment, launch_env.c)
+    -- bwrap behind the reaper (bridge/reap.c) and env -i (the clean
+    -- environment, launch_env.c)
     assert.are.same(isolation.bwrap_argv(spec), from_bwrap(isolation.argv(spec)))
-    assert.are.same({ "env", "-i", "HOME=$HOME" }, table.move(isolation.argv(spec), 1, 3, 1, {}))
+    assert.are.same({ isolation.BRIDGE, "--reap", "5", "--", "env", "-i", "HOME=$HOME" },
+      table.move(isolation.argv(spec), 1, 7, 1, {}))
     spec.env_inherit = true
+    local reaper = { isolation.BRIDGE, "--reap", "5", "--" }
+    assert.are.same(table.move(isolation.bwrap_argv(spec), 1, #isolation.bwrap_argv(spec), 5, reaper),
+      isolation.argv(spec))
+    -- reap = false: a line for another host, where the program is not
+    spec.reap = false
     assert.are.same(isolation.bwrap_argv(spec), isolation.argv(spec))
+    local argv, err = isolation.argv({ config = { mode = "bwrap" }, workdir = "/w", command = "c", reap = "yes" })
+    assert.is_nil(argv)
+    assert.are.equal('isolation: reap must be a boolean (got "yes")', err)
     spec = { config = { mode = "docker" }, agent = "codex", workdir = "/w", command = "c", tty = false }
     assert.are.same(isolation.docker_argv(spec), isolation.argv(spec))
   end)

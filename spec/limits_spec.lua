@@ -49,6 +49,9 @@ describe("limits in the launch spec (pure)", function()
     local s = spec_with({ memory = 67108864, pids = 32, cpu = 1.5, nofile = 64, time = 10 }, "cgroup")
     local argv = assert(isolation.argv(s))
     local bw = assert(isolation.bwrap_argv(s))
+    -- outermost, the reaper: what the limits' shells leave comes back to it
+    assert.are.same({ isolation.BRIDGE, "--reap", "5", "--" }, { table.unpack(argv, 1, 4) })
+    argv = table.move(argv, 5, #argv, 1, {})
     assert.are.same({ "bash", "-c" }, { table.unpack(argv, 1, 2) })
     assert.truthy(argv[3]:find("cgroup.procs", 1, true))
     assert.are.same({ "isolation-cgroup", "67108864", "32", "150000", "--", "bash", "-c" },
@@ -64,6 +67,7 @@ describe("limits in the launch spec (pure)", function()
 
   it("argv() with limits_via systemd: a user scope with MemoryMax, TasksMax, CPUQuota (asserted always)", function()
     local argv = assert(isolation.argv(spec_with({ memory = 536870912, pids = 100, cpu = 0.5 }, "systemd")))
+    argv = table.move(argv, 5, #argv, 1, {}) -- behind the reaper
     assert.are.same({ "systemd-run", "--user", "--scope", "--quiet", "--collect", "-p", "MemoryMax=536870912",
       "-p", "MemorySwapMax=0", "-p", "TasksMax=100", "-p", "CPUQuota=50%", "--", "env", "-i" },
       { table.unpack(argv, 1, 16) })
@@ -71,6 +75,7 @@ describe("limits in the launch spec (pure)", function()
 
   it("argv() with limits_via rlimit: prlimit --nproc and --as per process", function()
     local argv = assert(isolation.argv(spec_with({ memory = 1048576, pids = 50, nofile = 30 }, "rlimit")))
+    argv = table.move(argv, 5, #argv, 1, {}) -- behind the reaper
     assert.are.same({ "prlimit", "--nofile=30:30", "--nproc=50:50", "--as=1048576:1048576", "--", "env", "-i" },
       { table.unpack(argv, 1, 7) })
   end)
@@ -78,7 +83,8 @@ describe("limits in the launch spec (pure)", function()
   it("wrap() is the argv() line: the prologue is one quoted word, bash's own script", function()
     local s = spec_with({ pids = 8 }, "cgroup")
     local line = assert(isolation.wrap(s))
-    assert.truthy(helpers.line_body(line):find("^'bash' '%-c' 'set %-u\n"), line)
+    assert.truthy(helpers.line_body(line):find("^'[^']*/isolation%-bridge' '%-%-reap' '5' '%-%-' 'bash' '%-c' 'set %-u\n"),
+      line)
     assert.truthy(line:find("'isolation-cgroup' '-' '8' '-' '--' 'env' '-i'", 1, true))
   end)
 

@@ -2,6 +2,7 @@
 -- with only the builder's $HOME and $(id -u):$(id -g) tokens expanded.
 -- Property test: generated workdirs, commands and binds full of shell syntax
 -- run through stand-in bwrap/docker/bash programs that print their argv.
+local uv = require("luv")
 local isolation = require("isolation")
 local helpers = require("helpers")
 
@@ -133,6 +134,12 @@ local MOUNT_FLAG = { ["--bind"] = true, ["--ro-bind"] = true, ["--bind-try"] = t
 -- The argv the shell should produce: builder tokens expanded, nothing else.
 -- bwrap's own part, when argv() puts it behind `env -i NAME=...`.
 local function expected(argv, home)
+  -- a local bwrap line runs behind the reaper (isolation-bridge --reap
+  -- GRACE --), which execs the rest: the stand-ins see what follows it
+  if argv[2] == "--reap" then
+    assert.are.same({ "--reap", "5", "--" }, { argv[2], argv[3], argv[4] })
+    argv = table.move(argv, 5, #argv, 1, {})
+  end
   if argv[1] == "env" then
     for i, v in ipairs(argv) do
       if v == "bwrap" then argv = table.move(argv, i, #argv, 1, {}) break end
@@ -333,7 +340,16 @@ describe("wrap", function()
         elseif field == "ca_cert" then
           spec.ca_cert = sprinkle("/etc/ca.pem", c, 1)
         elseif field == "bridge_path" then
-          spec.bridge, spec.bridge_path = "builtin", sprinkle("/opt/isolation-bridge", c, 1)
+          -- the line runs it (the reaper in front of bwrap): a real copy
+          spec.bridge, spec.bridge_path = "builtin", sprinkle(files .. "/isolation-bridge", c, #files + 1)
+          if spec.bridge_path:sub(-1) == "\n" then
+            -- the line's first word (a command substitution's output) cannot end with one
+            local _, err = isolation.wrap(spec)
+            assert.truthy(err:find("bridge_path must not end with a newline", 1, true), err)
+            spec.bridge_path = spec.bridge_path .. "x"
+          end
+          assert(uv.fs_copyfile(isolation.BRIDGE, spec.bridge_path))
+          assert(uv.fs_chmod(spec.bridge_path, tonumber("755", 8)))
         else
           -- the line opens this file for bwrap: it must exist
           spec.seccomp_file = sprinkle(files .. "/filter.bpf", c, #files + 1)
@@ -492,7 +508,6 @@ describe("wrap", function()
   -- running bash -i and one dash -i, get generated lines and attacks; each
   -- line must run the stand-in with exactly the argv, and no canary appear.
   describe("typed into a tmux pane", function()
-    local uv = require("luv")
     local sock, typed_stubs, argv_outs
 
     local function tmux(args)

@@ -651,6 +651,9 @@ function Manager:launch(req)
 
   local spec = { config = cfg }
   for _, k in ipairs(SPEC_KEYS) do spec[k] = req[k] end
+  -- the reaper that ends a local sandbox's processes is a program of this
+  -- machine: a line for another host runs without it
+  if not is_local(target) then spec.reap = false end
   local uses_proxy = cfg.network == "deny" -- bwrap, docker and podman alike
   -- bridge pass where it can work: the proxy on this machine takes the
   -- sandbox's listener (an ssh target forwards streams, not descriptors);

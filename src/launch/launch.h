@@ -88,6 +88,8 @@ struct launch_spec {
     const char *ca_cert; /* NULL when not given */
     enum launch_bridge bridge;
     const char *bridge_path; /* NULL unless bridge is builtin or pass */
+    /* the reaper in front of a bwrap line (bridge/reap.c); NULL: none */
+    const char *reap_path;
     bool tty;
     /*
      * -1 when neither seccomp_fd nor seccomp_file is given; with
@@ -274,6 +276,9 @@ void launch_limits_push_prefix(lua_State *L, const struct launch_spec *s);
 /* Puts that prefix in front of the internal argv at argv_idx. */
 void launch_limits_prepend(lua_State *L, int argv_idx,
                            const struct launch_spec *s);
+/* Puts the reaper (isolation-bridge --reap GRACE --) in front of it. */
+void launch_reap_prepend(lua_State *L, int argv_idx,
+                         const struct launch_spec *s);
 /*
  * bwrap, with limits.tmpfs: --size before a --tmpfs; after --dev /dev, /dev
  * read-only and a sized /dev/shm (bwrap's /dev is an unsized tmpfs).

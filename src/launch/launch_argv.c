@@ -102,6 +102,10 @@ void launch_push_for_mode(lua_State *L, const struct launch_spec *s)
            manager, and bwrap (whose pid 1 inside keeps the environment it
            was started with) must start clean */
         launch_limits_prepend(L, -1, s);
+        /* outermost: what the limits' shells leave, and the sandbox's
+           init once bwrap's monitor is gone, come back to the reaper */
+        if (s->reap_path)
+            launch_reap_prepend(L, -1, s);
         break;
     case MODE_DOCKER:
         launch_push_docker(L, s);
@@ -109,4 +113,25 @@ void launch_push_for_mode(lua_State *L, const struct launch_spec *s)
     default:
         launch_push_plain(L, s);
     }
+}
+
+/* The reaper's words in front of the internal argv at argv_idx. */
+void launch_reap_prepend(lua_State *L, int argv_idx,
+                         const struct launch_spec *s)
+{
+    argv_idx = lua_absindex(L, argv_idx);
+    const lua_Integer np = 4;
+    lua_Integer n = (lua_Integer)lua_rawlen(L, argv_idx);
+    for (lua_Integer i = n; i >= 1; i--) {
+        lua_rawgeti(L, argv_idx, i);
+        lua_rawseti(L, argv_idx, i + np);
+    }
+    launch_push_path(L, s->reap_path);
+    lua_rawseti(L, argv_idx, 1);
+    lua_pushliteral(L, "--reap");
+    lua_rawseti(L, argv_idx, 2);
+    lua_pushfstring(L, "%d", (int)LIMITS_TIME_GRACE);
+    lua_rawseti(L, argv_idx, 3);
+    lua_pushliteral(L, "--");
+    lua_rawseti(L, argv_idx, 4);
 }

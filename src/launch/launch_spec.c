@@ -17,7 +17,8 @@ static const char *const spec_keys[] = {
     "config",     "agent",        "workdir", "command",    "proxy_socket",
     "proxy_port", "socks_port",   "binds",   "ro_binds",   "ca_cert",
     "bridge",     "bridge_path",  "tty",     "seccomp_fd", "seccomp_file",
-    "protect",    "agent_config", "limits",  "limits_via", NULL};
+    "protect",    "agent_config", "limits",  "limits_via", "reap",
+    NULL};
 
 /*
  * Host paths that are never bound, as a workdir or a bind: the root, the
@@ -373,6 +374,54 @@ static int read_seccomp_file(lua_State *L, int idx, struct launch_spec *s)
     return 1;
 }
 
+/*
+ * reap (default true): a local bwrap line runs behind the bridge program's
+ * reaper (bridge/reap.c), which returns only once every process of the
+ * sandbox is gone. The program is bridge_path, else isolation.BRIDGE; a
+ * bwrap line without one is refused rather than built without its end.
+ * false: a line for another host (ssh_argv), where the program is not.
+ */
+static int read_reap(lua_State *L, int idx, int module_idx,
+                     struct launch_spec *s)
+{
+    int v = get_field(L, idx, "reap");
+    bool reap = true;
+    if (!msg_is_absent(L, v)) {
+        if (lua_type(L, v) != LUA_TBOOLEAN)
+            return msg_fail_got(L, v, "reap", "must be a boolean");
+        reap = lua_toboolean(L, v);
+    }
+    s->reap_path = NULL;
+    if (!reap || s->mode != MODE_BWRAP)
+        return 1;
+    const char *path = s->bridge_path;
+    if (!path) {
+        v = get_field(L, module_idx, "BRIDGE");
+        if (lua_type(L, v) == LUA_TSTRING &&
+            !check_path(L, v, "isolation.BRIDGE", false, false, &path))
+            return 0;
+    }
+    if (!path) {
+        lua_pushliteral(L, "isolation: a bwrap line ends its sandbox's "
+                           "processes with the bridge program: "
+                           "isolation.BRIDGE is not set (the bridge program "
+                           "was not built); give bridge_path (got nil)");
+        return 0;
+    }
+    /* the line's first word comes out of a command substitution, which
+     * drops a trailing newline */
+    size_t len = strlen(path);
+    if (len > 0 && path[len - 1] == '\n') {
+        lua_pushstring(L, path);
+        return msg_fail_got(L, lua_gettop(L),
+                            s->bridge_path ? "bridge_path" : "isolation.BRIDGE",
+                            "must not end with a newline: a bwrap line runs "
+                            "it as its first word");
+    }
+    s->reap_path = path;
+    return 1;
+}
+
 static int read_bridge(lua_State *L, int idx, int module_idx,
                        struct launch_spec *s)
 {
@@ -580,6 +629,9 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
         return 0;
 
     if (!read_bridge(L, idx, module_idx, s))
+        return 0;
+
+    if (!read_reap(L, idx, module_idx, s))
         return 0;
 
     v = get_field(L, idx, "tty");

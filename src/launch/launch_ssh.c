@@ -359,6 +359,10 @@ static int l_ssh_argv(lua_State *L)
     }
     lua_pushvalue(L, remote);
     lua_setfield(L, -2, "proxy_socket");
+    /* the reaper is a program of this host, not of the target: there the
+     * sandbox ends with bwrap (--die-with-parent) and the hangup trap */
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "reap");
     lua_getfield(L, lua_upvalueindex(1), "wrap");
     lua_insert(L, -2);
     lua_call(L, 1, 2);

@@ -1,0 +1,286 @@
+/*
+ * reap.c - a local sandbox ends when its processes are gone.
+ *
+ * bwrap's monitor exits as soon as the command does; the sandbox's PID 1
+ * (bwrap's init) then ends through the parent-death signal bwrap set on
+ * it, and the kernel kills what is left of the namespace. A process of the
+ * sandbox can clear that signal (it may ptrace its init: same uid), and the
+ * namespace, with a setsid'd child writing the workdir, then outlived the
+ * launch. So a local launch line runs behind this program:
+ *
+ *   isolation-bridge --reap GRACE -- COMMAND [ARG...]
+ *
+ * - It is a child subreaper (PR_SET_CHILD_SUBREAPER): every process below
+ *   it whose parent dies becomes its child, the sandbox's init among them
+ *   once bwrap's monitor is gone. Nothing below can leave the subtree:
+ *   setsid, double forks and ptrace do not change a process's ancestry.
+ * - Once COMMAND has ended it sends SIGKILL to each child it has and reaps
+ *   until it has none. SIGKILL to a PID namespace's init kills every
+ *   process of the namespace, and the init's exit completes only when they
+ *   are gone; a host-side process left by the line (a limits shell) is
+ *   killed, and what it leaves comes back to this program, until nothing
+ *   does. Whatever the sandbox did to itself, the line's status comes back
+ *   only after that.
+ * - SIGTERM, SIGHUP, SIGINT and SIGQUIT (those not ignored when it started:
+ *   isolate ignores the terminal's) go on to every process below it except
+ *   bwrap's own, which do not relay signals and whose death would kill the
+ *   command with no chance to clean up; GRACE seconds later, whatever still
+ *   runs is killed as above.
+ *
+ * It exits with COMMAND's status (dying of the same signal when COMMAND
+ * did), or 125 when processes were still there REAP_KILL_WAIT seconds after
+ * their SIGKILL (a process in uninterruptible sleep), saying so. No process
+ * of the sandbox can signal or trace it: it is outside the sandbox's PID
+ * namespace, and runs before it exists.
+ */
+#include "reap.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REAP_GRACE_MAX 3600
+/* seconds from the SIGKILL until the end is reported as failed */
+#define REAP_KILL_WAIT 30
+#define REAP_EXIT_FAILED 125
+
+static const int forwarded[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+static int fail(int code, const char *what, const char *detail)
+{
+    fprintf(stderr, "isolation-bridge --reap: %s: %s\n", what, detail);
+    return code;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The parent pid and command name of pid, from /proc/PID/stat. */
+static bool read_stat(const char *pid, pid_t *ppid, char *comm, size_t size)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* "PID (COMM) STATE PPID ...": COMM may hold ")" and spaces */
+    char *open = strchr(buf, '(');
+    char *close = strrchr(buf, ')');
+    if (!open || !close || close < open)
+        return false;
+    size_t len = (size_t)(close - open - 1);
+    if (len >= size)
+        len = size - 1;
+    memcpy(comm, open + 1, len);
+    comm[len] = '\0';
+    char state;
+    int parent;
+    if (sscanf(close + 1, " %c %d", &state, &parent) != 2)
+        return false;
+    *ppid = (pid_t)parent;
+    return true;
+}
+
+struct proc {
+    pid_t pid, ppid;
+    bool bwrap;
+};
+
+/* Every process of the system (up to max); the count. */
+static size_t proc_table(struct proc *out, size_t max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    size_t n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char comm[32];
+        pid_t ppid;
+        if (!read_stat(e->d_name, &ppid, comm, sizeof comm))
+            continue;
+        out[n++] = (struct proc){(pid_t)atoi(e->d_name), ppid,
+                                 strcmp(comm, "bwrap") == 0};
+    }
+    closedir(d);
+    return n;
+}
+
+#define REAP_PROCS_MAX 65536
+static struct proc procs[REAP_PROCS_MAX];
+
+/*
+ * Sends sig to every process below this one: only to the direct children
+ * when direct_only, else to all descendants except bwrap's own processes.
+ * Returns how many it signalled.
+ */
+static int signal_below(int sig, bool direct_only)
+{
+    size_t n = proc_table(procs, REAP_PROCS_MAX);
+    static pid_t queue[REAP_PROCS_MAX];
+    size_t head = 0, tail = 0;
+    int sent = 0;
+    queue[tail++] = getpid();
+    while (head < tail) {
+        pid_t parent = queue[head++];
+        for (size_t i = 0; i < n; i++) {
+            if (procs[i].ppid != parent || procs[i].pid == parent)
+                continue;
+            if (!direct_only && tail < REAP_PROCS_MAX)
+                queue[tail++] = procs[i].pid;
+            if (direct_only || !procs[i].bwrap)
+                sent += kill(procs[i].pid, sig) == 0;
+        }
+    }
+    return sent;
+}
+
+/* Reaps what has ended; records the command's status. -1 once no child
+ * is left (ECHILD), else how many it reaped. */
+static int reap_ended(pid_t command, int *status, bool *command_done)
+{
+    int reaped = 0;
+    for (;;) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p == 0)
+            return reaped;
+        if (p < 0)
+            return errno == ECHILD ? -1 : reaped;
+        reaped++;
+        if (p == command) {
+            *status = st;
+            *command_done = true;
+        }
+    }
+}
+
+/* Waits up to seconds (or for ever when < 0) for one of set. */
+static int wait_signal(const sigset_t *set, double seconds)
+{
+    if (seconds < 0)
+        return sigwaitinfo(set, NULL);
+    struct timespec ts = {(time_t)seconds,
+                          (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    return sigtimedwait(set, NULL, &ts);
+}
+
+/* The end: SIGKILL to every child, reaped until none is left. */
+static int kill_all(const sigset_t *set, pid_t command, int *status,
+                    bool *command_done)
+{
+    double deadline = now() + REAP_KILL_WAIT;
+    for (;;) {
+        signal_below(SIGKILL, true);
+        if (reap_ended(command, status, command_done) < 0)
+            return 0;
+        if (now() > deadline)
+            return -1;
+        wait_signal(set, 0.1); /* SIGCHLD, or try again */
+    }
+}
+
+/* Exits as the command did: its code, or death by its signal. */
+static int exit_like(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    int sig = WTERMSIG(status);
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none); /* the command's core is not ours */
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+    return 128 + sig;
+}
+
+static bool ignored(int sig)
+{
+    struct sigaction sa;
+    return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
+}
+
+int reap_main(int argc, char **argv)
+{
+    char *end = NULL;
+    long grace = argc > 1 ? strtol(argv[1], &end, 10) : -1;
+    if (argc < 4 || !end || *end || end == argv[1] || grace < 0 ||
+        grace > REAP_GRACE_MAX || strcmp(argv[2], "--") != 0) {
+        fprintf(stderr, "usage: isolation-bridge --reap GRACE -- COMMAND "
+                        "[ARG...]   (GRACE: seconds, 0 to 3600)\n");
+        return 2;
+    }
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+        return fail(REAP_EXIT_FAILED, "PR_SET_CHILD_SUBREAPER",
+                    strerror(errno));
+
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGPIPE); /* a closed stderr must not end the reaper */
+    for (size_t i = 0; i < NFORWARDED; i++)
+        if (!ignored(forwarded[i]))
+            sigaddset(&set, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &set, &old);
+
+    fflush(NULL);
+    pid_t command = fork();
+    if (command < 0)
+        return fail(REAP_EXIT_FAILED, "fork", strerror(errno));
+    if (command == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execvp(argv[3], argv + 3);
+        fprintf(stderr, "isolation-bridge --reap: %s: %s\n", argv[3],
+                strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+
+    int status = 0;
+    bool command_done = false;
+    double deadline = -1; /* set by the first forwarded signal */
+    while (!command_done) {
+        double left = deadline < 0 ? -1 : deadline - now();
+        if (deadline >= 0 && left <= 0)
+            break;
+        int sig = wait_signal(&set, left);
+        if (sig == SIGCHLD || sig < 0) {
+            reap_ended(command, &status, &command_done);
+            continue;
+        }
+        if (sig == SIGPIPE)
+            continue;
+        signal_below(sig, false);
+        if (deadline < 0)
+            deadline = now() + (double)grace;
+    }
+    if (kill_all(&set, command, &status, &command_done) < 0) {
+        fprintf(stderr,
+                "isolation-bridge --reap: processes of the sandbox were still "
+                "there %d s after SIGKILL (uninterruptible sleep?)\n",
+                REAP_KILL_WAIT);
+        return REAP_EXIT_FAILED;
+    }
+    return exit_like(status);
+}

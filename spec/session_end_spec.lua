@@ -1,0 +1,173 @@
+-- A session ends when its processes are gone (bridge/reap.c). The attack:
+-- a process of the sandbox ptraces its init (PID 1 inside, the same uid)
+-- and clears the parent-death signal bwrap set on it, stops the pass
+-- bridge's keeper, and setsid's a child that writes the workdir a moment
+-- later. Before the reaper, isolate returned 0 while that child ran on
+-- with the workdir read-write (and its write landed after the end checks).
+-- Now the line's status comes back only after every process below it is
+-- gone: checked by the child's mark in /proc right when isolate returns
+-- (or on_end is called), and by its file, which never appears.
+local uv = require("luv")
+local helpers = require("helpers")
+local cli = require("support.cli")
+local session = require("isolation.session")
+
+local q = helpers.shquote
+
+-- $1: the mark. Each step says on stdout what it did.
+local ATTACK = [[
+mark=$1
+if command -v gdb >/dev/null 2>&1; then
+  gdb -p 1 -batch -ex 'call (int)prctl(1,0,0,0,0)' >"gdb-$mark.log" 2>&1
+  grep -q '^\$1 = 0' "gdb-$mark.log" && echo "init: parent-death signal cleared"
+fi
+for d in /proc/[0-9]*; do
+  [ "$(cat "$d/comm" 2>/dev/null)" = isolation-bridg ] && kill -STOP "${d#/proc/}" && echo "keeper stopped"
+done
+setsid sh -c 'trap "" TERM HUP INT; sleep 2; echo survived > "late-$0"' "$mark" </dev/null >/dev/null 2>&1 &
+echo "attack done"
+]]
+
+local have_gdb = helpers.run("command -v gdb") == 0
+
+local function new_mark()
+  return "isolation-reap-" .. helpers.pid() .. "-" .. uv.hrtime()
+end
+
+describe("a session ends when its processes are gone", function()
+  if helpers.skip_without_bwrap() then
+    it("is skipped: bwrap cannot run here", function() pending(select(2, helpers.bwrap_works())) end)
+    return
+  end
+  local work, home
+  before_each(function() work, home = helpers.tmpdir(), helpers.tmpdir() end)
+  after_each(function() helpers.rmtree(work); helpers.rmtree(home) end)
+
+  local function isolate(args, mark)
+    local argv = {}
+    for _, a in ipairs(args) do argv[#argv + 1] = a end
+    for _, a in ipairs({ "--workdir", work, "--", "bash", "-c", ATTACK, "attack", mark }) do argv[#argv + 1] = a end
+    return cli.isolate(argv, { env = { "HOME=" .. home }, cwd = work, timeout = 60 })
+  end
+
+  -- what survived: processes that carry the mark, and, 3 s later, its file
+  local function assert_nothing_left(mark, out)
+    assert.are.same({}, cli.pgrep(mark), "a process of the sandbox outlived its end\n" .. tostring(out))
+    uv.sleep(3000)
+    assert.are.same({}, cli.pgrep(mark))
+    assert.is_nil(uv.fs_lstat(work .. "/late-" .. mark), "the sandbox wrote the workdir after its end")
+  end
+
+  for _, case in ipairs({
+    { "--network none", { "--network", "none" } },
+    { "deny, bridge pass (its keeper stopped too)", { "--network", "deny", "--bridge", "pass" }, "keeper stopped" },
+    { "deny, bridge builtin", { "--network", "deny", "--bridge", "builtin" } },
+    { "deny, bridge socat", { "--network", "deny", "--bridge", "socat" } },
+  }) do
+    local name, args, said = case[1], case[2], case[3]
+    it("isolate " .. name .. ": ptrace of its init, parent-death signal cleared, a setsid child: "
+      .. "nothing runs after isolate returns", function()
+      if name:find("socat", 1, true) and helpers.run("command -v socat") ~= 0 then return pending("no socat") end
+      local mark = new_mark()
+      local status, out, err = isolate(args, mark)
+      assert.are.equal(0, status, out .. err)
+      assert.truthy(out:find("attack done", 1, true), out .. err)
+      if said then assert.truthy(out:find(said, 1, true), out) end
+      if have_gdb then
+        assert.truthy(out:find("init: parent-death signal cleared", 1, true), "the attack's first step failed:\n"
+          .. out .. tostring(helpers.read(work .. "/gdb-" .. mark .. ".log")))
+      end
+      assert_nothing_left(mark, out)
+      if not have_gdb then pending("no gdb here: only the setsid child was tried, not the cleared signal") end
+    end)
+  end
+
+  it("isolate --time 2: the attack runs past the limit in no process (the limit's SIGKILL reaches the "
+    .. "namespace)", function()
+    local mark = new_mark()
+    local argv = { "--network", "none", "--time", "2", "--workdir", work, "--", "bash", "-c",
+      ATTACK .. "\nsleep 30", "attack", mark }
+    local t0 = uv.hrtime()
+    local status, out, err = cli.isolate(argv, { env = { "HOME=" .. home }, cwd = work, timeout = 60 })
+    assert.are.equal(124, status, out .. err)
+    assert.is_true((uv.hrtime() - t0) / 1e9 < 15, "the limit did not end the run")
+    assert_nothing_left(mark, out)
+  end)
+
+  describe("under the session manager (a launcher of the caller's)", function()
+    local mgr, exited, left_at_end
+    local function start_manager()
+      exited, left_at_end = {}, {}
+      mgr = assert(session.manager({
+        runtime_dir = helpers.tmpdir() .. "/run", loop = uv, poll_interval = 0.05,
+        launcher = function(cmdline, s)
+          return uv.spawn("bash", { args = { "-c", "exec " .. cmdline }, stdio = { nil, nil, nil } },
+            function(code, sig) exited[s.id] = sig ~= 0 and 128 + sig or code end)
+        end,
+        alive = function(_, s) return exited[s.id] == nil end,
+        stop = function(handle) handle:kill("sigterm") end,
+        on_end = function(s) left_at_end[s.id] = cli.pgrep(s.mark or "?") end,
+      }))
+    end
+    after_each(function() if mgr then mgr:close() end end)
+
+    it("on_end finds none of the sandbox's processes, whatever the attack did to its init", function()
+      start_manager()
+      local mark = new_mark()
+      local s = assert(mgr:launch({ id = "a", isolation = { mode = "bwrap", network = "deny" }, workdir = work,
+        command = "bash -c " .. q(ATTACK) .. " attack " .. mark }))
+      s.mark = mark
+      assert.is_true(cli.wait_for(function() return s.state == "ended" end, 30))
+      assert.are.equal(0, exited.a)
+      assert.are.same({}, left_at_end.a)
+      assert_nothing_left(mark)
+    end)
+
+    it("kill: processes that ignore SIGTERM (and setsid'd ones) are gone within the grace (5 s)", function()
+      start_manager()
+      local mark = new_mark()
+      local s = assert(mgr:launch({ id = "t", isolation = { mode = "bwrap", network = "none" }, workdir = work,
+        command = "trap '' TERM; setsid sh -c 'trap \"\" TERM; sleep 60' " .. mark
+          .. " </dev/null >/dev/null 2>&1 & touch ready; sleep 60 # " .. mark }))
+      s.mark = mark
+      -- the traps are set and the setsid child runs
+      assert.is_true(cli.wait_for(function() return uv.fs_lstat(work .. "/ready") ~= nil end, 10))
+      local t0 = uv.hrtime()
+      assert(mgr:kill("t"))
+      assert.is_true(cli.wait_for(function() return exited.t ~= nil end, 15), "the line did not end")
+      local took = (uv.hrtime() - t0) / 1e9
+      assert.is_true(took >= 4 and took < 10, ("took %.1f s"):format(took))
+      assert.are.same({}, cli.pgrep(mark))
+    end)
+  end)
+end)
+
+describe("isolation-bridge --reap", function()
+  local bridge = require("isolation").BRIDGE
+  local function reap(args)
+    return cli.spawn({ bridge, "--reap", table.unpack(args) }).wait(30)
+  end
+
+  it("exits with its command's status, or dies of its command's signal", function()
+    assert.are.equal(7, (reap({ "0", "--", "sh", "-c", "exit 7" })))
+    assert.are.equal(128 + 15, (reap({ "0", "--", "sh", "-c", "kill -TERM $$" })))
+    assert.are.equal(127, (reap({ "0", "--", "/nonexistent/isolation-program" })))
+  end)
+
+  it("ends every process below it, a double-forked setsid one that ignores every signal included", function()
+    local mark = new_mark()
+    local status = reap({ "1", "--", "sh", "-c",
+      "(setsid sh -c 'trap \"\" TERM HUP INT QUIT; sleep 60' " .. mark .. " </dev/null >/dev/null 2>&1 &) ; exit 0" })
+    assert.are.equal(0, status)
+    assert.are.same({}, cli.pgrep(mark))
+  end)
+
+  it("refuses bad arguments with its usage, exit 2", function()
+    for _, args in ipairs({ {}, { "x", "--", "true" }, { "-1", "--", "true" }, { "3601", "--", "true" },
+      { "5", "true" }, { "5", "--" } }) do
+      local status, _, err = reap(args)
+      assert.are.equal(2, status, table.concat(args, " "))
+      assert.truthy(err:find("usage: isolation-bridge --reap GRACE", 1, true), err)
+    end
+  end)
+end)
