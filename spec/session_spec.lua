@@ -184,7 +184,10 @@ describe("session launch policy", function()
     -- inherited descriptors (spec/escape_spec.lua)
     local closer, line = f.cmdline:match("^('bash' '%-c' '[^']*' 'isolation%-close%-fds' )(.*)$")
     assert.truthy(closer, f.cmdline)
-    assert.matches("^'env' '%-i' 'HOME='\"%$HOME\" .* 'bwrap' ", helpers.line_body(line))
+    -- behind the reaper that ends the line only when its processes are gone
+    -- (spec/session_end_spec.lua)
+    assert.matches("^'[^']*/isolation%-bridge' '%-%-reap' '5' '%-%-' 'env' '%-i' 'HOME='\"%$HOME\" .* 'bwrap' ",
+      helpers.line_body(line))
     assert.is_true(glue.alive(s.handle))
     assert.equal(s, f.mgr:get("s1"))
   end)
