@@ -260,7 +260,7 @@ describe("real bwrap sandbox", function()
         .. "for _ in $(seq 1000); do grep -q \": 0100007F:$hex 00000000:0000 0A\" /proc/net/tcp && continue 2; "
         .. "sleep 0.01; done; exit 1\ndone\n")
       assert(os.execute("chmod 755 " .. q(stand_in)))
-      local code, out, err = deny({ bridge = "builtin", bridge_path = stand_in, proxy_port = 4123,
+      local code, out, err = deny({ bridge = "builtin", bridge_path = stand_in, reap = false, proxy_port = 4123,
         command = "echo via-builtin | socat -T 5 - TCP:127.0.0.1:4123; echo $HTTPS_PROXY" })
       assert.are.equal(0, code, err)
       assert.are.equal("via-builtin\nhttp://127.0.0.1:4123\n", out)
@@ -268,7 +268,7 @@ describe("real bwrap sandbox", function()
       local failing = T .. "/failing-bridge"
       helpers.write(failing, "#!/bin/sh\necho 'bridge: cannot listen' >&2\nexit 1\n")
       assert(os.execute("chmod 755 " .. q(failing)))
-      code, out, err = deny({ bridge = "builtin", bridge_path = failing, command = "echo started" })
+      code, out, err = deny({ bridge = "builtin", bridge_path = failing, reap = false, command = "echo started" })
       assert.are.equal(126, code)
       assert.are.equal("", out)
       assert.truthy(err:find("isolation: the built-in bridge did not start on 127.0.0.1:3128", 1, true), err)

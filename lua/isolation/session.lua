@@ -362,8 +362,22 @@ Manager.__index = Manager
 local MANAGER_OPTIONS = {
   runtime_dir = "string", launcher = "function", alive = "function", stop = "function",
   loop = "table", poll_interval = "number", on_end = "function", log = "function", audit_log = "string",
-  max_connections = "number",
+  max_connections = "number", stdio = "table",
 }
+
+-- The default launcher's first program: it closes every descriptor above 2
+-- that the orchestrator left without close-on-exec (luv passes them on to
+-- a child), then execs the rest of its words. The local line's own closer
+-- keeps 3 (its seccomp file); here nothing above 2 is the line's yet.
+local CLOSE_ABOVE_STDIO = 'for fd in /proc/$$/fd/*; do fd=${fd##*/}; '
+  .. 'if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi; done; exec "$@"'
+-- Seconds a stopped session's processes get after SIGTERM before the
+-- reaper kills them (as isolate's --time grace).
+local DEFAULT_GRACE = 5
+-- How long close() or kill() outside a running loop waits for the
+-- processes: the grace, then the reaper's own bound for a SIGKILL to take
+-- effect (bridge/reap.c, REAP_KILL_WAIT), and a margin.
+local DEFAULT_END_WAIT_MS = (DEFAULT_GRACE + 30 + 5) * 1000
 
 -- A session proxy's client connections at once (more get 503 too_many):
 -- small, so that one agent's flood stays within its own share of the
@@ -384,7 +398,30 @@ function M.manager(opts)
       error("bad argument #1 to 'manager' (" .. k .. ": " .. want .. " expected, got " .. type(v) .. ")", 2)
     end
   end
-  if not opts.launcher then error("bad argument #1 to 'manager' (launcher: function expected, got nil)", 2) end
+  if not opts.launcher then
+    -- the default launcher watches its own child: a probe or a stop of the
+    -- caller's would see a handle it does not know
+    for _, k in ipairs({ "alive", "stop" }) do
+      if opts[k] then
+        error("bad argument #1 to 'manager' (" .. k .. ": only with launcher; the default launcher "
+          .. "watches and stops its own child)", 2)
+      end
+    end
+  elseif opts.stdio then
+    error("bad argument #1 to 'manager' (stdio: only without launcher; it sets the default launcher's "
+      .. "standard streams)", 2)
+  end
+  local stdio = opts.stdio
+  if stdio then
+    for k, v in pairs(stdio) do
+      local ok = math.type(k) == "integer" and k >= 1 and k <= 3
+        and ((math.type(v) == "integer" and v >= 0) or type(v) == "userdata")
+      if not ok then
+        error("bad argument #1 to 'manager' (stdio: up to 3 entries [1]..[3], each a descriptor number "
+          .. "or a luv stream, expected; got " .. show(k) .. " = " .. show(v) .. ")", 2)
+      end
+    end
+  end
   local interval = opts.poll_interval or 1
   if not (interval > 0 and interval < math.huge) then
     error("bad argument #1 to 'manager' (poll_interval: a positive number of seconds expected)", 2)
@@ -412,9 +449,15 @@ function M.manager(opts)
   local self = setmetatable({
     runtime_dir = dir, seccomp_file = filter, _chain = chain,
     _launcher = opts.launcher, _alive = opts.alive, _stop = opts.stop, _on_end = opts.on_end, _logf = opts.log,
-    _loop = opts.loop, _audit_log = audit_log, _max_connections = opts.max_connections or SESSION_MAX_CONNECTIONS,
+    _loop = opts.loop, _stdio = stdio or { 0, 1, 2 }, _audit_log = audit_log,
+    _max_connections = opts.max_connections or SESSION_MAX_CONNECTIONS,
     _sessions = {}, _order = {}, _starting = {}, _closed = false,
   }, Manager)
+  if not opts.launcher then
+    self._default = true
+    self._loop = self._loop or uv
+    self._launcher = function(cmdline, s) return self:_spawn(cmdline, s) end
+  end
   if opts.loop then
     local timer = opts.loop.new_timer()
     local ms = math.max(1, math.floor(interval * 1000 + 0.5))
@@ -794,9 +837,75 @@ local function unknown(id)
   return nil, "isolation: no session " .. show(id)
 end
 
+-- The default launcher: the line under bash, as a child of the manager's
+-- loop, behind the closer of inherited descriptors and the bridge's
+-- reaper (bridge/reap.c). The reaper is the child luv watches: it is a
+-- subreaper for everything the line starts, and exits only once every
+-- process below it is gone, so its exit is the session's end, whatever
+-- the line's processes did to themselves (setsid, double forks; a local
+-- bwrap line has a reaper of its own inside, for its PID namespace).
+-- The handle is the manager's own; s.exit_status and s.exit_signal say
+-- how the line ended.
+function Manager:_spawn(cmdline, s)
+  local args = { "-c", CLOSE_ABOVE_STDIO, "isolation-close-fds" }
+  if isolation.BRIDGE then
+    for _, w in ipairs({ isolation.BRIDGE, "--reap", tostring(DEFAULT_GRACE), "--" }) do args[#args + 1] = w end
+  end
+  -- The line's shell waits for a line with a redirection (a local bwrap
+  -- line opens its seccomp file) instead of exec'ing it; the reaper relays
+  -- a stop to it too, and, dying of it, it would end the line at once, its
+  -- grace unused. A handler (not an ignore: that would be inherited) makes
+  -- it wait for the line and exit with the line's status.
+  for _, w in ipairs({ "bash", "-c", "trap : TERM HUP INT QUIT\n" .. cmdline }) do args[#args + 1] = w end
+  local handle = {}
+  local proc, pid = self._loop.spawn("bash", { args = args, stdio = self._stdio }, function(code, signal)
+    handle.exited = true
+    s.exit_status, s.exit_signal = code, signal ~= 0 and signal or nil
+    if handle.process and not handle.process:is_closing() then handle.process:close() end
+    if s.state == "running" then self:_teardown(s, s._ending or "exited") end
+  end)
+  if not proc then return nil, "cannot start bash: " .. tostring(pid) end
+  handle.process, handle.pid = proc, pid
+  return handle
+end
+
+-- Whether the manager's loop is idle (not inside uv.run()): only then may
+-- the manager run it itself to wait for its children.
+function Manager:_loop_idle()
+  local loop = self._loop
+  return loop ~= nil and loop.loop_mode ~= nil and loop.loop_mode() == nil
+end
+
+-- Runs the idle loop until done() or the bound; then one more non-blocking
+-- iteration, which ends the closes the exits started. Other handles of the
+-- orchestrator's loop run meanwhile, as under its own uv.run().
+function Manager:_run_until(done)
+  local loop = self._loop
+  if not done() then
+    local expired = false
+    local timer = loop.new_timer()
+    timer:start(DEFAULT_END_WAIT_MS, 0, function() expired = true end)
+    while not done() and not expired do loop.run("once") end
+    timer:stop()
+    timer:close()
+    if not done() then self:_log("isolation: sessions still running after " .. DEFAULT_END_WAIT_MS // 1000 .. " s") end
+  end
+  loop.run("nowait")
+end
+
 -- Calls the stop function (when one was given) on the session's handle;
 -- returns nil, or what went wrong.
 function Manager:_stop_handle(s)
+  if self._default then
+    local h = s.handle
+    if h and not h.exited and h.process and not h.process:is_closing() then
+      -- the reaper relays SIGTERM to the line's processes and kills what
+      -- still runs DEFAULT_GRACE seconds later
+      local ok, err = h.process:kill("sigterm")
+      if not ok and not h.exited then return "stopping session " .. show(s.id) .. " failed: " .. tostring(err) end
+    end
+    return nil
+  end
   if not self._stop then return nil end
   local ok, r, e = pcall(self._stop, s.handle, s)
   if not ok then
@@ -821,6 +930,12 @@ function Manager:_end(id, reason)
   if s.state ~= "running" or s._ending then return true end
   s._ending = reason
   local err = self:_stop_handle(s)
+  if self._default and not err then
+    -- the session ends in the child's exit callback, once its processes
+    -- are gone: now, when the loop is idle; else in a later iteration
+    if self:_loop_idle() then self:_run_until(function() return s.state ~= "running" end) end
+    return true
+  end
   self:_teardown(s, reason)
   if err then return nil, "isolation: " .. err end
   return true
@@ -887,13 +1002,32 @@ function Manager:close()
     -- freed (a SIGSEGV at the end of a script that calls close() after
     -- uv.run()). One non-blocking iteration ends the close now; inside a
     -- callback the running loop ends it when the callback returns.
-    if self._loop.loop_mode and self._loop.loop_mode() == nil then self._loop.run("nowait") end
+    if self:_loop_idle() then self._loop.run("nowait") end
   end
   self._closed = true
   local err
+  local idle = self._default and self:_loop_idle()
   for _, id in ipairs(self._order) do
-    local ok, e = self:_end(id, "closed")
-    if not ok then err = err or e end
+    local s = self._sessions[id]
+    if idle and s and s.state == "running" and not s._ending then
+      -- stop them all first, then wait for them together
+      s._ending = "closed"
+      local e = self:_stop_handle(s)
+      if e then err = err or ("isolation: " .. e) end
+    else
+      local ok, e = self:_end(id, "closed")
+      if not ok then err = err or e end
+    end
+  end
+  if idle then
+    self:_run_until(function()
+      for _, s in pairs(self._sessions) do
+        if s.state == "running" or (s.handle and s.handle.process and not s.handle.process:is_closing()) then
+          return false
+        end
+      end
+      return true
+    end)
   end
   if err then return nil, err end
   return true
