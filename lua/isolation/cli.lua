@@ -127,7 +127,8 @@ bwrap a seccomp filter refuses TIOCSTI and TIOCLINUX, so that the command
 cannot type into your terminal, and the kernel keyrings (bwrap reads it on
 descriptor 3). Exit
 status: the command's; 2 for a usage error; 125 when isolate itself fails
-(the proxy cannot start).
+(the proxy cannot start, bwrap is not on PATH: `isolate doctor` says what
+is missing).
 
 Examples:
   isolate -- make test                      bwrap, network denied, the proxy
@@ -1187,6 +1188,28 @@ another machine's /proc/sys; --bwrap probes that bwrap.
   return works and 0 or 1
 end
 
+-- The programs a run needs on PATH, by mode, each with what installs it.
+-- Without this check a missing bwrap's only word is env's ("env: 'bwrap':
+-- No such file or directory", exit 127), which reads as the command's.
+local ENGINE_PROGRAMS = {
+  bwrap = { name = "bwrap", what = "bwrap (bubblewrap)",
+    fix = "install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap), or use --mode docker or podman" },
+  docker = { name = "docker", what = "docker",
+    fix = "install Docker (apt-get install docker.io), or use --mode bwrap or podman" },
+  podman = { name = "podman", what = "podman",
+    fix = "install podman (apt-get install podman), or use --mode bwrap or docker" },
+}
+local SOCAT = { name = "socat", what = "socat (the relay of --bridge socat)",
+  fix = "install socat (apt-get install socat), or use --bridge builtin" }
+
+-- One line naming the fix and `isolate doctor`, exit 125, when the
+-- program `p` (an ENGINE_PROGRAMS entry) is not on PATH.
+local function require_program(p)
+  if not p or require("isolation.preflight").find_program(p.name) then return end
+  die(string.format("%s is not on PATH (an executable file named %s in one of its directories): %s;"
+    .. " `isolate doctor` checks the rest", p.what, p.name, p.fix))
+end
+
 local function dispatch(args)
   if args[1] == "proxy" then return proxy_main(table.move(args, 2, #args, 1, {})) end
   if args[1] == "doctor" then return doctor_main(table.move(args, 2, #args, 1, {})) end
@@ -1204,7 +1227,12 @@ local function dispatch(args)
     die_usage("--target " .. target .. " is checked, not run: isolate runs commands on this machine"
       .. " (use --dry-run, or --target local)")
   end
+  if target == "local" and not o.dry_run then require_program(ENGINE_PROGRAMS[cfg.mode]) end
   local spec = build_spec(o, cfg)
+  if cfg.mode == "bwrap" and cfg.network == "deny" and (spec.bridge or "socat") == "socat" and target == "local"
+    and not o.dry_run then
+    require_program(SOCAT) -- the relay runs the host's socat inside the sandbox
+  end
   if cfg.mode ~= "" and target == "local" then
     local home, from_passwd = sandbox_home()
     check_paths_resolved(o, spec, home)

@@ -58,6 +58,11 @@ local function find_program(name, path)
   return nil
 end
 
+--- The absolute path of a program: `name` itself when it holds a slash,
+--- else the first executable regular file of that name on `path` (default
+--- $PATH); nil when there is none. isolate asks it before every run.
+M.find_program = find_program
+
 local function check(name, ok, detail, fix)
   return { name = name, ok = ok and true or false, detail = detail, fix = (not ok) and fix or nil }
 end
