@@ -635,9 +635,23 @@ end
 local function build_spec(o, cfg)
   local cwd = assert(uv.cwd())
   local workdir = absolute(o.workdir or cwd, cwd)
-  local real = uv.fs_realpath(workdir)
+  local real, rerr = uv.fs_realpath(workdir)
   local st = real and uv.fs_stat(real)
+  local wopt = o.workdir and "--workdir" or "the workdir (the current directory)"
+  if not real and not tostring(rerr):find("^ENOENT") then
+    die_usage(string.format("%s %s: this user cannot reach it (%s): give the user search (x) permission on"
+      .. " the directories above it, or choose another --workdir", wopt, workdir, tostring(rerr)))
+  end
   if not (st and st.type == "directory") then die_usage("--workdir: no such directory: " .. workdir) end
+  -- The command starts there and works on it; without read and search
+  -- rights bwrap fails on a path of its own ("Can't chdir", "Can't find
+  -- source path <workdir>/.git: Permission denied") that names a protected
+  -- path, not what is wrong.
+  if not (uv.fs_access(real, "r") and uv.fs_access(real, "x")) then
+    die_usage(string.format("%s %s: this user (uid %d) cannot read it (mode %04o, owner uid %d): the command"
+      .. " starts there; give the user read and search permission (chmod u+rx, or ask its owner), or choose"
+      .. " another --workdir", wopt, real, uv.getuid(), math.tointeger(st.mode) & 4095, st.uid))
+  end
   local bridge = o.bridge
   local engine = cfg.mode == "docker" or cfg.mode == "podman"
   if bridge == nil and cfg.network == "deny" and (cfg.mode == "bwrap" or engine and (o.target or "local") == "local")
