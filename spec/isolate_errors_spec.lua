@@ -222,3 +222,44 @@ describe("isolate: a workdir this user cannot read", function()
     assert.truthy(out:find(".git", 1, true), out)
   end)
 end)
+
+describe("isolate: an option typo", function()
+  local tmp
+  setup(function() tmp = helpers.tmpdir() end)
+  teardown(function() helpers.rmtree(tmp) end)
+
+  local function isolate(args)
+    return cli.isolate(args, { cwd = tmp, env = { "HOME=" .. tmp, "TMPDIR=" .. tmp } })
+  end
+
+  it("names the closest option when it is close, and nothing otherwise; exit 2, nothing run", function()
+    -- before: "unknown option --allow-hots" alone
+    for _, case in ipairs({
+      { { "--allow-hots", "example.com" }, "unknown option --allow-hots (did you mean --allow-host?)" },
+      { { "--allow-hots=example.com" }, "unknown option --allow-hots (did you mean --allow-host?)" },
+      { { "--alow-host", "example.com" }, "unknown option --alow-host (did you mean --allow-host?)" },
+      { { "-allow-host", "example.com" }, "unknown option -allow-host (did you mean --allow-host?)" },
+      { { "--dryrun" }, "unknown option --dryrun (did you mean --dry-run?)" },
+      { { "--netwrok", "none" }, "unknown option --netwrok (did you mean --network?)" },
+      { { "--learm" }, "unknown option --learm (did you mean --learn?)" },
+      { { "--foo" }, "unknown option --foo" },
+      { { "--x" }, "unknown option --x" },
+      { { "--allow-everything" }, "unknown option --allow-everything" },
+    }) do
+      local args = {}
+      for _, a in ipairs(case[1]) do args[#args + 1] = a end
+      for _, a in ipairs({ "--", "touch", "ran" }) do args[#args + 1] = a end
+      local status, out, err = isolate(args)
+      assert.are.equal(2, status, err)
+      assert.are.equal("", out)
+      assert.are.equal("isolate: " .. case[2] .. "\n", err)
+    end
+    assert.is_nil(uv.fs_stat(tmp .. "/ran"))
+  end)
+
+  it("isolate proxy too", function()
+    local status, _, err = isolate({ "proxy", "--unxi", tmp .. "/p.sock", "--allow", "example.com" })
+    assert.are.equal(2, status, err)
+    assert.are.equal("isolate: proxy: unknown option --unxi (did you mean --unix?)\n", err)
+  end)
+end)

@@ -322,6 +322,43 @@ end
 -- isolate proxy
 ---------------------------------------------------------------------------
 
+-- The edit distance of a and b (insertions, deletions, substitutions and
+-- swaps of two neighbours: a typed "hots" is one step from "host").
+local function edit_distance(a, b)
+  local d = {}
+  for i = 0, #a do d[i] = { [0] = i } end
+  for j = 0, #b do d[0][j] = j end
+  for i = 1, #a do
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
+    end
+  end
+  return d[#a][#b]
+end
+
+-- " (did you mean --x?)" for the one option of `tables` (sets keyed by
+-- option) closest to `given`, when it is close: at most 1 edit for a name
+-- of up to 4 letters, 2 for a longer one; "" when none is, or when two are
+-- equally close (a guess between them would mislead).
+local function did_you_mean(given, tables)
+  local word = given:gsub("^%-+", "")
+  local best, best_d, tie = nil, math.huge, false
+  for _, t in ipairs(tables) do
+    for opt in pairs(t) do
+      local dist = edit_distance(given, opt) -- "-allow-host" is one step from "--allow-host"
+      if dist < best_d then best, best_d, tie = opt, dist, false
+      elseif dist == best_d and opt ~= best then tie = true end
+    end
+  end
+  -- 0: the option itself, with a value it does not take (--dry-run=yes)
+  if not best or tie or best_d == 0 or best_d > (#word <= 4 and 1 or 2) then return "" end
+  return " (did you mean " .. best .. "?)"
+end
+
 -- The options of `isolate proxy`. The values go to isolation.proxy as
 -- they are (--accept-listeners as an integer when it is one): its own
 -- messages, told in terms of the options, say what it refuses.
@@ -351,7 +388,8 @@ local function parse_proxy(args)
     elseif a == "--allow" then o.allow[#o.allow + 1] = value(a); in_allow = true
     elseif PROXY_VALUES[a] then o[PROXY_VALUES[a]] = value(a); in_allow = false
     elseif PROXY_FLAGS[a] then o[PROXY_FLAGS[a]] = true; in_allow = false
-    elseif a:sub(1, 1) == "-" then die_usage("proxy: unknown option " .. a)
+    elseif a:sub(1, 1) == "-" then
+      die_usage("proxy: unknown option " .. a .. did_you_mean(a, { PROXY_VALUES, PROXY_FLAGS, { ["--help"] = true } }))
     elseif in_allow then o.allow[#o.allow + 1] = a
     else die_usage("proxy: unexpected argument " .. a .. " (patterns follow --allow)") end
     i = i + 1
@@ -458,6 +496,8 @@ local CHOICES = {
   agent_config = { ["read-write"] = true, ["read-only"] = true },
 }
 
+local OTHER_OPTIONS = { ["--help"] = true, ["--version"] = true }
+
 local function parse(args)
   local o = { allow_hosts = {}, binds = {}, ro_binds = {}, resolve = {}, env_pass = {}, env_set = {}, protect = {} }
   local i = 1
@@ -491,7 +531,8 @@ local function parse(args)
       if v == "" then die_usage(a .. " needs a non-empty value") end
       if SINGLE[a] then o[key] = v else table.insert(o[key], v) end
     elseif FLAGS[a] and inline == nil then o[FLAGS[a]] = true
-    elseif a:sub(1, 1) == "-" then die_usage("unknown option " .. a)
+    elseif a:sub(1, 1) == "-" then die_usage("unknown option " .. a .. did_you_mean(a, { SINGLE, REPEATED, FLAGS,
+      OTHER_OPTIONS }))
     else die_usage("unexpected argument " .. string.format("%q", a) .. " (the command goes after --)") end
     i = i + 1
   end
