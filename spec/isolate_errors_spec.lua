@@ -263,3 +263,80 @@ describe("isolate: an option typo", function()
     assert.are.equal("isolate: proxy: unknown option --unxi (did you mean --unix?)\n", err)
   end)
 end)
+
+describe("isolate --learn: its last words", function()
+  local tmp, home, up
+  before_each(function()
+    tmp = helpers.tmpdir()
+    home = helpers.tmpdir()
+    up = cli.upstream()
+  end)
+  after_each(function()
+    up.stop()
+    helpers.rmtree(tmp)
+    helpers.rmtree(home)
+  end)
+
+  local NAMES = { "one.example.com", "two.example.com", "three.example.com" }
+
+  -- isolate with the three names pinned to the upstream's loopback address
+  -- (no DNS), `extra` options, and a command curling each name.
+  local function run(extra)
+    local args = { "--workdir", tmp }
+    for _, n in ipairs(NAMES) do
+      args[#args + 1] = "--resolve"
+      args[#args + 1] = n .. ":127.0.0.1"
+    end
+    for _, a in ipairs(extra) do args[#args + 1] = a end
+    local script = ""
+    for _, n in ipairs(NAMES) do
+      script = script .. "curl -s --max-time 20 -o /dev/null -w '" .. n .. " %{http_code}\\n' http://" .. n .. ":"
+        .. up.port .. "/; "
+    end
+    for _, a in ipairs({ "--", "sh", "-c", script }) do args[#args + 1] = a end
+    return cli.isolate(args, { env = { "TMPDIR=" .. tmp, "HOME=" .. home } })
+  end
+
+  it("every request refused: does not say the command made none", function()
+    if helpers.skip_without_bwrap() then return end
+    -- before: the summary listed the three refused requests, then "learn
+    -- mode: the command made no request through the proxy"
+    local status, out, err = run({ "--learn" })
+    assert.are.equal(0, status, err)
+    assert.are.equal("one.example.com 403\ntwo.example.com 403\nthree.example.com 403\n", out)
+    for _, n in ipairs(NAMES) do
+      assert.truthy(err:find("isolate:   " .. n .. ":" .. up.port .. " -> 127.0.0.1 (loopback) (1)", 1, true), err)
+    end
+    assert.falsy(err:find("made no request", 1, true), err)
+    assert.truthy(err:find("isolate: learn mode: nothing to learn: the proxy served none of the command's 3 requests"
+      .. " (each is listed in this summary, with the option that admits it where one can)\n", 1, true), err)
+  end)
+
+  it("with --allow-private: the printed options keep it, and pasted they admit the hosts again", function()
+    if helpers.skip_without_bwrap() then return end
+    local status, out, err = run({ "--learn", "--allow-private" })
+    assert.are.equal(0, status, err)
+    assert.are.equal("one.example.com 200\ntwo.example.com 200\nthree.example.com 200\n", out)
+    local line = err:match("isolate: learn mode: the command used 3 hosts; these options admit them:\n"
+      .. "isolate:   ([^\n]*)\n")
+    assert.truthy(line, err)
+    -- before: "--allow-host one.example.com:PORT ..." without --allow-private
+    local want = "--allow-private"
+    for _, n in ipairs(NAMES) do want = want .. " --allow-host " .. n .. ":" .. up.port end
+    assert.are.equal(want, line)
+    assert.truthy(err:find("isolate: or, in a --config file (with --allow-private on the line: a config has no key"
+      .. " for it):\n", 1, true), err)
+
+    -- pasted as printed, under deny: all three served
+    local pasted = {}
+    for w in line:gmatch("%S+") do pasted[#pasted + 1] = w end
+    status, out, err = run(pasted)
+    assert.are.equal(0, status, err)
+    assert.are.equal("one.example.com 200\ntwo.example.com 200\nthree.example.com 200\n", out)
+    -- and the --allow-private was needed: without it, refused for the address
+    table.remove(pasted, 1)
+    status, out, err = run(pasted)
+    assert.are.equal(0, status, err)
+    assert.are.equal("one.example.com 403\ntwo.example.com 403\nthree.example.com 403\n", out)
+  end)
+end)

@@ -997,17 +997,30 @@ end
 
 -- Learn mode's result: the host:port of every request the proxy admitted,
 -- as --allow-host options and as a --config file's allow_hosts.
-local function print_learned(used)
+-- `unserved`: how many requests the proxy refused or could not serve (the
+-- summary lists them), so that a run whose every request was refused is
+-- not told it made none. `allow_private`: the run had --allow-private,
+-- which admitted names resolving to private addresses; the options keep
+-- it, or pasting them would be refused again for the address.
+local function print_learned(used, unserved, allow_private)
   if #used == 0 then
-    io.stderr:write("isolate: learn mode: the command made no request through the proxy\n")
+    if unserved > 0 then
+      io.stderr:write(string.format("isolate: learn mode: nothing to learn: the proxy served none of the"
+        .. " command's %d request%s (each is listed in this summary, with the option that admits it where one"
+        .. " can)\n", unserved, unserved == 1 and "" or "s"))
+    else
+      io.stderr:write("isolate: learn mode: the command made no request through the proxy\n")
+    end
     return
   end
   local opts = {}
-  for i, h in ipairs(used) do opts[i] = "--allow-host " .. h end
+  if allow_private then opts[1] = "--allow-private" end
+  for _, h in ipairs(used) do opts[#opts + 1] = "--allow-host " .. h end
   io.stderr:write(string.format("isolate: learn mode: the command used %d host%s; these options admit %s:\n",
     #used, #used == 1 and "" or "s", #used == 1 and "it" or "them"))
   io.stderr:write("isolate:   ", table.concat(opts, " "), "\n")
-  io.stderr:write("isolate: or, in a --config file:\n")
+  io.stderr:write(allow_private and "isolate: or, in a --config file (with --allow-private on the line: a config"
+    .. " has no key for it):\n" or "isolate: or, in a --config file:\n")
   -- the proxy's hosts are ASCII names and addresses: the text is JSON
   io.stderr:write('isolate:   {"allow_hosts": ', tostring(json_array(used, "allow_hosts")), "}\n")
 end
@@ -1185,7 +1198,12 @@ local function run(o, spec, allow)
     end
     print_denials(not_listed, refused, other, o.learn)
   end
-  if o.learn then print_learned(used_order) end
+  if o.learn then
+    local unserved = #failed_order
+    for _, d in pairs(denied) do unserved = unserved + d.n end
+    for _, h in pairs(hostless) do unserved = unserved + h.n end
+    print_learned(used_order, unserved, o.allow_private)
+  end
   if not o.verbose and #failed_order > 0 then
     io.stderr:write(string.format("isolate: the proxy admitted but could not reach %d host%s:\n",
       #failed_order, #failed_order == 1 and "" or "s"))
