@@ -1232,9 +1232,11 @@ local function doctor_main(args)
 Usage: isolate doctor [--proc-sys DIR] [--bwrap PATH]
 
 Probes what this machine can do (namespaces, seccomp, the bridges, a real
-deny launch, limits, docker, podman) and prints one line per check, with a
-fix for each failed one. Exits 0 when a bwrap launch with the network denied
-works here, 1 otherwise. --proc-sys reads the kernel settings from a copy of
+deny launch, limits, docker, podman) and prints one line per check: ok,
+warn (failed, but optional or handled by the defaults: TIOCSTI, which the
+seccomp filter refuses; limits; docker, podman) or FAIL (isolate's default
+launch needs it), with a fix for each that is not ok. Exits 1 when a check
+FAILs, 0 otherwise (warnings included). --proc-sys reads the kernel settings from a copy of
 another machine's /proc/sys; --bwrap probes that bwrap.
 ]])
     return 0
@@ -1256,9 +1258,21 @@ another machine's /proc/sys; --bwrap probes that bwrap.
   local checks = isolation.preflight(opts)
   io.stdout:write(preflight.format(checks))
   local works = preflight.deny_works(checks)
-  io.stdout:write(works and "isolate doctor: a bwrap sandbox with the network denied works here\n"
-    or "isolate doctor: a bwrap sandbox with the network denied does NOT work here\n")
-  return works and 0 or 1
+  local fails, warns = preflight.counts(checks)
+  local function n(k, word) return k .. " " .. word .. (k == 1 and "" or "s") end
+  local warned = warns > 0 and (", " .. n(warns, "warning")) or ""
+  if not works then
+    io.stdout:write("isolate doctor: a bwrap sandbox with the network denied does NOT work here (", n(fails, "check"),
+      " failed", warned, ")\n")
+  elseif fails > 0 then
+    io.stdout:write("isolate doctor: a bwrap sandbox with the network denied works here, but ", n(fails, "check"),
+      " failed that isolate's defaults need", warned, "\n")
+  else
+    io.stdout:write("isolate doctor: a bwrap sandbox with the network denied works here",
+      warns > 0 and (" (" .. n(warns, "warning") .. ": optional, or handled by the defaults)") or "", "\n")
+  end
+  -- a warning is no failure: the status follows the failed checks alone
+  return fails > 0 and 1 or 0
 end
 
 -- The programs a run needs on PATH, by mode, each with what installs it.
