@@ -48,6 +48,10 @@ Options:
                              defaults (the agent's model API hosts, package
                              registries, the --hook-url host). Patterns: name,
                              *.name, name:port, 10.0.0.1, [::1]:8080, 10.0.0.0/8
+  --no-default-hosts         the package registries are not admitted: the
+                             allowlist is --allow-host, the config's
+                             allow_hosts, the --hook-url host and the agent's
+                             model API hosts
   --agent NAME               claude, codex, gemini or another name: binds the
                              agent's own config under $HOME, admits its model API
   --workdir DIR              bound read-write, the start directory (default: the
@@ -487,6 +491,7 @@ REPEATED["--env"] = "env_pass"
 REPEATED["--setenv"] = "env_set"
 FLAGS["--inherit-env"] = "env_inherit"
 FLAGS["--learn"] = "learn"
+FLAGS["--no-default-hosts"] = "no_default_hosts"
 local CHOICES = {
   mode = { bwrap = true, docker = true, podman = true, none = true },
   network = { allow = true, deny = true, none = true },
@@ -636,7 +641,7 @@ local function build_config(o)
     die_usage("--allow-host has no effect here: only --network deny runs the proxy")
   end
   for opt, given in pairs({ ["--allow-private"] = o.allow_private, ["--resolve"] = #o.resolve > 0,
-    ["--learn"] = o.learn, ["--log"] = o.log }) do
+    ["--learn"] = o.learn, ["--log"] = o.log, ["--no-default-hosts"] = o.no_default_hosts }) do
     if given and cfg.network ~= "deny" then
       die_usage(opt .. " has no effect here: only --network deny runs the proxy")
     end
@@ -747,8 +752,9 @@ end
 
 local function allowlist(o, cfg)
   local list, seen = {}, {}
-  local defaults, err = isolation.default_allow_hosts(o.agent, o.hook_url)
-  if not defaults then die_usage("--hook-url: " .. tostring(err)) end
+  local defaults, err = require("isolation.session")._default_hosts(o.agent, o.hook_url,
+    not o.no_default_hosts)
+  if not defaults then die_usage("--hook-url: " .. tostring(err):gsub("^isolation: ", "")) end
   for _, src in ipairs({ defaults, cfg.allow_hosts or {} }) do
     for _, h in ipairs(src) do
       if not seen[h] then seen[h] = true; list[#list + 1] = h end
