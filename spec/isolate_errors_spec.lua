@@ -257,6 +257,16 @@ describe("isolate: an option typo", function()
     assert.is_nil(uv.fs_stat(tmp .. "/ran"))
   end)
 
+  it("a first word close to a subcommand names it", function()
+    local status, _, err = isolate({ "doctr" })
+    assert.are.equal(2, status, err)
+    assert.are.equal('isolate: unexpected argument "doctr" (the command goes after --)'
+      .. ' (did you mean isolate doctor?)\n', err)
+    status, _, err = isolate({ "make", "test" })
+    assert.are.equal(2, status, err)
+    assert.are.equal('isolate: unexpected argument "make" (the command goes after --)\n', err)
+  end)
+
   it("isolate proxy too", function()
     local status, _, err = isolate({ "proxy", "--unxi", tmp .. "/p.sock", "--allow", "example.com" })
     assert.are.equal(2, status, err)

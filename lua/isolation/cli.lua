@@ -538,7 +538,11 @@ local function parse(args)
     elseif FLAGS[a] and inline == nil then o[FLAGS[a]] = true
     elseif a:sub(1, 1) == "-" then die_usage("unknown option " .. a .. did_you_mean(a, { SINGLE, REPEATED, FLAGS,
       OTHER_OPTIONS }))
-    else die_usage("unexpected argument " .. string.format("%q", a) .. " (the command goes after --)") end
+    else
+      -- a first word close to a subcommand (isolate doctr) is a typo of it
+      local sub = i == 1 and did_you_mean(a, { { doctor = true, proxy = true } }):gsub("(mean )", "%1isolate ") or ""
+      die_usage("unexpected argument " .. string.format("%q", a) .. " (the command goes after --)" .. sub)
+    end
     i = i + 1
   end
   return o
