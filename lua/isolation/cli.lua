@@ -48,6 +48,10 @@ Options:
                              defaults (the agent's model API hosts, package
                              registries, the --hook-url host). Patterns: name,
                              *.name, name:port, 10.0.0.1, [::1]:8080, 10.0.0.0/8
+  --no-default-hosts         the package registries are not admitted: the
+                             allowlist is --allow-host, the config's
+                             allow_hosts, the --hook-url host and the agent's
+                             model API hosts
   --agent NAME               claude, codex, gemini or another name: binds the
                              agent's own config under $HOME, admits its model API
   --workdir DIR              bound read-write, the start directory (default: the
@@ -127,7 +131,8 @@ bwrap a seccomp filter refuses TIOCSTI and TIOCLINUX, so that the command
 cannot type into your terminal, and the kernel keyrings (bwrap reads it on
 descriptor 3). Exit
 status: the command's; 2 for a usage error; 125 when isolate itself fails
-(the proxy cannot start).
+(the proxy cannot start, bwrap is not on PATH: `isolate doctor` says what
+is missing).
 
 Examples:
   isolate -- make test                      bwrap, network denied, the proxy
@@ -321,6 +326,43 @@ end
 -- isolate proxy
 ---------------------------------------------------------------------------
 
+-- The edit distance of a and b (insertions, deletions, substitutions and
+-- swaps of two neighbours: a typed "hots" is one step from "host").
+local function edit_distance(a, b)
+  local d = {}
+  for i = 0, #a do d[i] = { [0] = i } end
+  for j = 0, #b do d[0][j] = j end
+  for i = 1, #a do
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
+    end
+  end
+  return d[#a][#b]
+end
+
+-- " (did you mean --x?)" for the one option of `tables` (sets keyed by
+-- option) closest to `given`, when it is close: at most 1 edit for a name
+-- of up to 4 letters, 2 for a longer one; "" when none is, or when two are
+-- equally close (a guess between them would mislead).
+local function did_you_mean(given, tables)
+  local word = given:gsub("^%-+", "")
+  local best, best_d, tie = nil, math.huge, false
+  for _, t in ipairs(tables) do
+    for opt in pairs(t) do
+      local dist = edit_distance(given, opt) -- "-allow-host" is one step from "--allow-host"
+      if dist < best_d then best, best_d, tie = opt, dist, false
+      elseif dist == best_d and opt ~= best then tie = true end
+    end
+  end
+  -- 0: the option itself, with a value it does not take (--dry-run=yes)
+  if not best or tie or best_d == 0 or best_d > (#word <= 4 and 1 or 2) then return "" end
+  return " (did you mean " .. best .. "?)"
+end
+
 -- The options of `isolate proxy`. The values go to isolation.proxy as
 -- they are (--accept-listeners as an integer when it is one): its own
 -- messages, told in terms of the options, say what it refuses.
@@ -350,7 +392,8 @@ local function parse_proxy(args)
     elseif a == "--allow" then o.allow[#o.allow + 1] = value(a); in_allow = true
     elseif PROXY_VALUES[a] then o[PROXY_VALUES[a]] = value(a); in_allow = false
     elseif PROXY_FLAGS[a] then o[PROXY_FLAGS[a]] = true; in_allow = false
-    elseif a:sub(1, 1) == "-" then die_usage("proxy: unknown option " .. a)
+    elseif a:sub(1, 1) == "-" then
+      die_usage("proxy: unknown option " .. a .. did_you_mean(a, { PROXY_VALUES, PROXY_FLAGS, { ["--help"] = true } }))
     elseif in_allow then o.allow[#o.allow + 1] = a
     else die_usage("proxy: unexpected argument " .. a .. " (patterns follow --allow)") end
     i = i + 1
@@ -448,6 +491,7 @@ REPEATED["--env"] = "env_pass"
 REPEATED["--setenv"] = "env_set"
 FLAGS["--inherit-env"] = "env_inherit"
 FLAGS["--learn"] = "learn"
+FLAGS["--no-default-hosts"] = "no_default_hosts"
 local CHOICES = {
   mode = { bwrap = true, docker = true, podman = true, none = true },
   network = { allow = true, deny = true, none = true },
@@ -456,6 +500,8 @@ local CHOICES = {
   target = { ["local"] = true, ssh = true, pct = true, sandbox = true },
   agent_config = { ["read-write"] = true, ["read-only"] = true },
 }
+
+local OTHER_OPTIONS = { ["--help"] = true, ["--version"] = true }
 
 local function parse(args)
   local o = { allow_hosts = {}, binds = {}, ro_binds = {}, resolve = {}, env_pass = {}, env_set = {}, protect = {} }
@@ -490,8 +536,13 @@ local function parse(args)
       if v == "" then die_usage(a .. " needs a non-empty value") end
       if SINGLE[a] then o[key] = v else table.insert(o[key], v) end
     elseif FLAGS[a] and inline == nil then o[FLAGS[a]] = true
-    elseif a:sub(1, 1) == "-" then die_usage("unknown option " .. a)
-    else die_usage("unexpected argument " .. string.format("%q", a) .. " (the command goes after --)") end
+    elseif a:sub(1, 1) == "-" then die_usage("unknown option " .. a .. did_you_mean(a, { SINGLE, REPEATED, FLAGS,
+      OTHER_OPTIONS }))
+    else
+      -- a first word close to a subcommand (isolate doctr) is a typo of it
+      local sub = i == 1 and did_you_mean(a, { { doctor = true, proxy = true } }):gsub("(mean )", "%1isolate ") or ""
+      die_usage("unexpected argument " .. string.format("%q", a) .. " (the command goes after --)" .. sub)
+    end
     i = i + 1
   end
   return o
@@ -594,7 +645,7 @@ local function build_config(o)
     die_usage("--allow-host has no effect here: only --network deny runs the proxy")
   end
   for opt, given in pairs({ ["--allow-private"] = o.allow_private, ["--resolve"] = #o.resolve > 0,
-    ["--learn"] = o.learn, ["--log"] = o.log }) do
+    ["--learn"] = o.learn, ["--log"] = o.log, ["--no-default-hosts"] = o.no_default_hosts }) do
     if given and cfg.network ~= "deny" then
       die_usage(opt .. " has no effect here: only --network deny runs the proxy")
     end
@@ -634,9 +685,23 @@ end
 local function build_spec(o, cfg)
   local cwd = assert(uv.cwd())
   local workdir = absolute(o.workdir or cwd, cwd)
-  local real = uv.fs_realpath(workdir)
+  local real, rerr = uv.fs_realpath(workdir)
   local st = real and uv.fs_stat(real)
+  local wopt = o.workdir and "--workdir" or "the workdir (the current directory)"
+  if not real and not tostring(rerr):find("^ENOENT") then
+    die_usage(string.format("%s %s: this user cannot reach it (%s): give the user search (x) permission on"
+      .. " the directories above it, or choose another --workdir", wopt, workdir, tostring(rerr)))
+  end
   if not (st and st.type == "directory") then die_usage("--workdir: no such directory: " .. workdir) end
+  -- The command starts there and works on it; without read and search
+  -- rights bwrap fails on a path of its own ("Can't chdir", "Can't find
+  -- source path <workdir>/.git: Permission denied") that names a protected
+  -- path, not what is wrong.
+  if not (uv.fs_access(real, "r") and uv.fs_access(real, "x")) then
+    die_usage(string.format("%s %s: this user (uid %d) cannot read it (mode %04o, owner uid %d): the command"
+      .. " starts there; give the user read and search permission (chmod u+rx, or ask its owner), or choose"
+      .. " another --workdir", wopt, real, uv.getuid(), math.tointeger(st.mode) & 4095, st.uid))
+  end
   local bridge = o.bridge
   local engine = cfg.mode == "docker" or cfg.mode == "podman"
   if bridge == nil and cfg.network == "deny" and (cfg.mode == "bwrap" or engine and (o.target or "local") == "local")
@@ -691,8 +756,9 @@ end
 
 local function allowlist(o, cfg)
   local list, seen = {}, {}
-  local defaults, err = isolation.default_allow_hosts(o.agent, o.hook_url)
-  if not defaults then die_usage("--hook-url: " .. tostring(err)) end
+  local defaults, err = require("isolation.session")._default_hosts(o.agent, o.hook_url,
+    not o.no_default_hosts)
+  if not defaults then die_usage("--hook-url: " .. tostring(err):gsub("^isolation: ", "")) end
   for _, src in ipairs({ defaults, cfg.allow_hosts or {} }) do
     for _, h in ipairs(src) do
       if not seen[h] then seen[h] = true; list[#list + 1] = h end
@@ -941,17 +1007,30 @@ end
 
 -- Learn mode's result: the host:port of every request the proxy admitted,
 -- as --allow-host options and as a --config file's allow_hosts.
-local function print_learned(used)
+-- `unserved`: how many requests the proxy refused or could not serve (the
+-- summary lists them), so that a run whose every request was refused is
+-- not told it made none. `allow_private`: the run had --allow-private,
+-- which admitted names resolving to private addresses; the options keep
+-- it, or pasting them would be refused again for the address.
+local function print_learned(used, unserved, allow_private)
   if #used == 0 then
-    io.stderr:write("isolate: learn mode: the command made no request through the proxy\n")
+    if unserved > 0 then
+      io.stderr:write(string.format("isolate: learn mode: nothing to learn: the proxy served none of the"
+        .. " command's %d request%s (each is listed in this summary, with the option that admits it where one"
+        .. " can)\n", unserved, unserved == 1 and "" or "s"))
+    else
+      io.stderr:write("isolate: learn mode: the command made no request through the proxy\n")
+    end
     return
   end
   local opts = {}
-  for i, h in ipairs(used) do opts[i] = "--allow-host " .. h end
+  if allow_private then opts[1] = "--allow-private" end
+  for _, h in ipairs(used) do opts[#opts + 1] = "--allow-host " .. h end
   io.stderr:write(string.format("isolate: learn mode: the command used %d host%s; these options admit %s:\n",
     #used, #used == 1 and "" or "s", #used == 1 and "it" or "them"))
   io.stderr:write("isolate:   ", table.concat(opts, " "), "\n")
-  io.stderr:write("isolate: or, in a --config file:\n")
+  io.stderr:write(allow_private and "isolate: or, in a --config file (with --allow-private on the line: a config"
+    .. " has no key for it):\n" or "isolate: or, in a --config file:\n")
   -- the proxy's hosts are ASCII names and addresses: the text is JSON
   io.stderr:write('isolate:   {"allow_hosts": ', tostring(json_array(used, "allow_hosts")), "}\n")
 end
@@ -1129,7 +1208,12 @@ local function run(o, spec, allow)
     end
     print_denials(not_listed, refused, other, o.learn)
   end
-  if o.learn then print_learned(used_order) end
+  if o.learn then
+    local unserved = #failed_order
+    for _, d in pairs(denied) do unserved = unserved + d.n end
+    for _, h in pairs(hostless) do unserved = unserved + h.n end
+    print_learned(used_order, unserved, o.allow_private)
+  end
   if not o.verbose and #failed_order > 0 then
     io.stderr:write(string.format("isolate: the proxy admitted but could not reach %d host%s:\n",
       #failed_order, #failed_order == 1 and "" or "s"))
@@ -1158,9 +1242,11 @@ local function doctor_main(args)
 Usage: isolate doctor [--proc-sys DIR] [--bwrap PATH]
 
 Probes what this machine can do (namespaces, seccomp, the bridges, a real
-deny launch, limits, docker, podman) and prints one line per check, with a
-fix for each failed one. Exits 0 when a bwrap launch with the network denied
-works here, 1 otherwise. --proc-sys reads the kernel settings from a copy of
+deny launch, limits, docker, podman) and prints one line per check: ok,
+warn (failed, but optional or handled by the defaults: TIOCSTI, which the
+seccomp filter refuses; limits; docker, podman) or FAIL (isolate's default
+launch needs it), with a fix for each that is not ok. Exits 1 when a check
+FAILs, 0 otherwise (warnings included). --proc-sys reads the kernel settings from a copy of
 another machine's /proc/sys; --bwrap probes that bwrap.
 ]])
     return 0
@@ -1182,9 +1268,43 @@ another machine's /proc/sys; --bwrap probes that bwrap.
   local checks = isolation.preflight(opts)
   io.stdout:write(preflight.format(checks))
   local works = preflight.deny_works(checks)
-  io.stdout:write(works and "isolate doctor: a bwrap sandbox with the network denied works here\n"
-    or "isolate doctor: a bwrap sandbox with the network denied does NOT work here\n")
-  return works and 0 or 1
+  local fails, warns = preflight.counts(checks)
+  local function n(k, word) return k .. " " .. word .. (k == 1 and "" or "s") end
+  local warned = warns > 0 and (", " .. n(warns, "warning")) or ""
+  if not works then
+    io.stdout:write("isolate doctor: a bwrap sandbox with the network denied does NOT work here (", n(fails, "check"),
+      " failed", warned, ")\n")
+  elseif fails > 0 then
+    io.stdout:write("isolate doctor: a bwrap sandbox with the network denied works here, but ", n(fails, "check"),
+      " failed that isolate's defaults need", warned, "\n")
+  else
+    io.stdout:write("isolate doctor: a bwrap sandbox with the network denied works here",
+      warns > 0 and (" (" .. n(warns, "warning") .. ": optional, or handled by the defaults)") or "", "\n")
+  end
+  -- a warning is no failure: the status follows the failed checks alone
+  return fails > 0 and 1 or 0
+end
+
+-- The programs a run needs on PATH, by mode, each with what installs it.
+-- Without this check a missing bwrap's only word is env's ("env: 'bwrap':
+-- No such file or directory", exit 127), which reads as the command's.
+local ENGINE_PROGRAMS = {
+  bwrap = { name = "bwrap", what = "bwrap (bubblewrap)",
+    fix = "install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap), or use --mode docker or podman" },
+  docker = { name = "docker", what = "docker",
+    fix = "install Docker (apt-get install docker.io), or use --mode bwrap or podman" },
+  podman = { name = "podman", what = "podman",
+    fix = "install podman (apt-get install podman), or use --mode bwrap or docker" },
+}
+local SOCAT = { name = "socat", what = "socat (the relay of --bridge socat)",
+  fix = "install socat (apt-get install socat), or use --bridge builtin" }
+
+-- One line naming the fix and `isolate doctor`, exit 125, when the
+-- program `p` (an ENGINE_PROGRAMS entry) is not on PATH.
+local function require_program(p)
+  if not p or require("isolation.preflight").find_program(p.name) then return end
+  die(string.format("%s is not on PATH (an executable file named %s in one of its directories): %s;"
+    .. " `isolate doctor` checks the rest", p.what, p.name, p.fix))
 end
 
 local function dispatch(args)
@@ -1204,7 +1324,12 @@ local function dispatch(args)
     die_usage("--target " .. target .. " is checked, not run: isolate runs commands on this machine"
       .. " (use --dry-run, or --target local)")
   end
+  if target == "local" and not o.dry_run then require_program(ENGINE_PROGRAMS[cfg.mode]) end
   local spec = build_spec(o, cfg)
+  if cfg.mode == "bwrap" and cfg.network == "deny" and (spec.bridge or "socat") == "socat" and target == "local"
+    and not o.dry_run then
+    require_program(SOCAT) -- the relay runs the host's socat inside the sandbox
+  end
   if cfg.mode ~= "" and target == "local" then
     local home, from_passwd = sandbox_home()
     check_paths_resolved(o, spec, home)

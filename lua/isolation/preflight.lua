@@ -58,6 +58,11 @@ local function find_program(name, path)
   return nil
 end
 
+--- The absolute path of a program: `name` itself when it holds a slash,
+--- else the first executable regular file of that name on `path` (default
+--- $PATH); nil when there is none. isolate asks it before every run.
+M.find_program = find_program
+
 local function check(name, ok, detail, fix)
   return { name = name, ok = ok and true or false, detail = detail, fix = (not ok) and fix or nil }
 end
@@ -426,7 +431,67 @@ local OPTION_TYPES = {
   uid = "number", engines = "boolean", pass_listeners = "number",
 }
 
---- The checks, in a stable order: an array of {name, ok, detail, fix}.
+------------------------------------------------------------------------------
+-- Statuses: ok, warn, fail
+
+-- What isolate cannot run without: a failure of one of these is `fail`.
+local REQUIRED = {
+  bwrap = true, ["user namespaces"] = true, ["network namespace"] = true, seccomp = true, ["deny launch"] = true,
+}
+-- Optional, or a risk the defaults already close: a failure is `warn`.
+-- setuid bwrap works (it only adds attack surface); TIOCSTI is refused by
+-- the seccomp filter isolate and the session manager pass; limits are
+-- asked for with --memory and the like, and one mechanism suffices; docker
+-- and podman serve only their modes.
+local OPTIONAL = {
+  ["bwrap setuid"] = true, ["tty injection"] = true, ["limits: systemd"] = true, ["limits: cgroup"] = true,
+  ["limits: rlimit"] = true, docker = true, podman = true,
+}
+
+-- Sets each check's `status`: "ok" when it passed, else "fail" or "warn"
+-- by what a failure costs a launch here. `bridge_program`: isolation.BRIDGE
+-- (or the injected bridge) exists, so that isolate's default bridge is
+-- pass, which runs it; without it isolate relays through socat.
+local function classify(checks, bridge_program)
+  local by = {}
+  for _, c in ipairs(checks) do by[c.name] = c end
+  local function ok(name) return by[name] ~= nil and by[name].ok end
+  for _, c in ipairs(checks) do
+    local n = c.name
+    local status
+    if c.ok then
+      status = "ok"
+    elseif REQUIRED[n] then
+      status = "fail"
+    elseif OPTIONAL[n] then
+      status = "warn"
+    elseif n == "bridge (built-in)" then
+      -- a program that exists but does not run breaks the default (pass)
+      status = (not bridge_program and ok("bridge (socat)")) and "warn" or "fail"
+    elseif n == "bridge (socat)" then
+      -- only --bridge socat, and the fallback when the program is missing
+      status = ok("bridge (built-in)") and "warn" or "fail"
+    elseif n == "bridge (pass)" or n == "proxy refuses descriptors" then
+      if c.detail:find("^not tried: the built%-in bridge") then
+        status = by["bridge (built-in)"].status -- pass is not isolate's default then
+      elseif c.detail:find("^not tried:") or n == "bridge (pass)" then
+        status = "fail"
+      else
+        -- the kernel lets a descriptor through (before Linux 6.16): deny
+        -- launches work; only the stall the check names stays open
+        status = "warn"
+      end
+    else
+      status = "fail"
+    end
+    c.status = status
+  end
+  return checks
+end
+
+--- The checks, in a stable order: an array of {name, ok, status, detail,
+--- fix}; status "ok", "warn" (failed, but optional or handled by the
+--- defaults) or "fail" (isolate's default launch needs it).
 function M.run(opts)
   opts = opts or {}
   if type(opts) ~= "table" then
@@ -474,7 +539,7 @@ function M.run(opts)
   end)
   sh("rm -rf " .. shquote(tmp))
   if not ok_run then error(err, 0) end
-  return out
+  return classify(out, env.bridge ~= nil)
 end
 
 --- Only the "limits: *" checks (systemd, cgroup, rlimit): cheap enough to
@@ -524,13 +589,27 @@ function M.deny_works(checks)
   return false
 end
 
---- The checks as a table a person reads, with each failed check's fix.
+--- The checks that failed (status "fail") and those that warn, counted.
+function M.counts(checks)
+  local fails, warns = 0, 0
+  for _, c in ipairs(checks) do
+    if c.status == "fail" or (c.status == nil and not c.ok) then fails = fails + 1
+    elseif c.status == "warn" then warns = warns + 1 end
+  end
+  return fails, warns
+end
+
+local LABEL = { ok = "ok", warn = "warn", fail = "FAIL" }
+
+--- The checks as a table a person reads (ok, warn, FAIL), with each
+--- failed or warning check's fix.
 function M.format(checks)
   local width = 0
   for _, c in ipairs(checks) do width = math.max(width, #c.name) end
   local lines = {}
   for _, c in ipairs(checks) do
-    lines[#lines + 1] = string.format("%-4s  %-" .. width .. "s  %s", c.ok and "ok" or "FAIL", c.name, c.detail)
+    local label = LABEL[c.status] or (c.ok and "ok" or "FAIL")
+    lines[#lines + 1] = string.format("%-4s  %-" .. width .. "s  %s", label, c.name, c.detail)
     if c.fix then
       local first = true
       for l in (c.fix .. "\n"):gmatch("(.-)\n") do

@@ -488,8 +488,29 @@ local function call(f, ...)
   return a, b
 end
 
-local function allowlist(agent, hook_url, cfg)
+-- default_allow_hosts(agent, hook_url), or with `registries` false the same
+-- without its package registries (launch request default_hosts = false,
+-- isolate --no-default-hosts): the agent's model hosts and the hook's host
+-- stay. The registries are what default_allow_hosts gives for no agent and
+-- no hook (npm's read from npm's configuration as it is for the full
+-- list); the hook's entries carry a port, so none of them is one.
+local function default_hosts(agent, hook_url, registries)
   local hosts, err = call(isolation.default_allow_hosts, agent or "", hook_url)
+  if not hosts or registries ~= false then return hosts, err end
+  local plain
+  plain, err = call(isolation.default_allow_hosts, "", nil)
+  if not plain then return nil, err end
+  local registry, out = {}, {}
+  for _, h in ipairs(plain) do registry[h] = true end
+  for _, h in ipairs(hosts) do
+    if not registry[h] then out[#out + 1] = h end
+  end
+  return out
+end
+M._default_hosts = default_hosts -- isolate --no-default-hosts: the same rule
+
+local function allowlist(agent, hook_url, cfg, registries)
+  local hosts, err = default_hosts(agent, hook_url, registries)
   if not hosts then return nil, err end
   local out, seen = {}, {}
   for _, list in ipairs({ hosts, cfg.allow_hosts or {} }) do
@@ -687,6 +708,12 @@ function Manager:launch(req)
 
   local cfg, lc = resolve(req)
   if not cfg then return nil, lc end
+  -- true or nil: the registries of default_allow_hosts are admitted; false:
+  -- they are not. Anything else is a mistake, never read as either.
+  if req.default_hosts ~= nil and type(req.default_hosts) ~= "boolean" then
+    return nil, "isolation: default_hosts must be true or false (false: no package registries on the allowlist;"
+      .. " got " .. show(req.default_hosts) .. ")"
+  end
   local target = req.target
   if target == nil then target = "local" end
   local ok, err = call(isolation.validate_for_target, cfg, target)
@@ -707,7 +734,7 @@ function Manager:launch(req)
   end
   local path, allow
   if uses_proxy then
-    allow, err = allowlist(req.agent, req.hook_url, cfg)
+    allow, err = allowlist(req.agent, req.hook_url, cfg, req.default_hosts)
     if not allow then return nil, err end
     path = socket_path(self.runtime_dir, id)
     for _, other in pairs(self._sessions) do
