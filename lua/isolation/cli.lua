@@ -892,15 +892,70 @@ local function resolve_table(list)
   return t
 end
 
+-- The exit summary and learn mode's options are built from the events'
+-- structured fields only: type, code, host, port and, for a refusal by
+-- address, the address and its class in their own fields. Never from a
+-- reason: a reason carries text the client chose (a TLS server name), and
+-- an agent that could shape a summary line could make it advise the
+-- operator to paste `--allow-private` or a wildcard (issue 26, item 3).
+-- Each value is checked against the form the proxy gives it before it is
+-- printed; anything else prints as "?".
+
 -- A deny event refused for the address its host resolved to (the private
 -- address rule), not for its host: the address and its class, else nil.
 local function refused_address(ev)
-  local reason = tostring(ev.reason or "")
-  local class, addr = reason:match(" resolves to an? ([%a-]+) address %(([^)]+)%)")
-  if addr then return addr, class end
-  addr, class = reason:match("^(%S+) is an? ([%a-]+) address")
-  if addr then return addr, class end
-  if ev.code == "private_address" then return "?", "private" end
+  if ev.code ~= "private_address" then return nil end
+  local addr, class = ev.address, ev.address_class
+  if type(addr) ~= "string" or not addr:match("^[%x:.]+$") or #addr > 45 then addr = "?" end
+  if type(class) ~= "string" or not class:match("^[%a-]+$") or #class > 20 then class = "private" end
+  return addr, class
+end
+
+-- A host as the proxy gives it (a name it parsed strictly and lowercased,
+-- or an IP literal), else "?".
+local function safe_host(host)
+  host = tostring(host or "")
+  if #host <= 253 and host:match("^[%w._:-]+$") then return host end
+  return "?"
+end
+
+local function safe_port(port)
+  return math.type(port) == "integer" and port >= 0 and port <= 65535 and port or nil
+end
+
+-- A code as the proxy gives it (a word of [a-z_]), else "?".
+local function safe_code(code)
+  code = tostring(code or "")
+  return code:match("^[%l_]+$") and #code <= 32 and code or "?"
+end
+
+-- What each code means, for the summary: fixed text, never the reason.
+local CODE_TEXT = {
+  own_address = "the address is the proxy's own listener",
+  sni_mismatch = "the TLS server name is not the CONNECT host",
+  tls_malformed = "a TLS ClientHello the proxy cannot read",
+  tls_timeout = "no complete TLS ClientHello in time",
+  bad_request = "a malformed request",
+  too_large = "a request head too large",
+  not_implemented = "a request the proxy does not implement (Upgrade, a SOCKS5 command other than CONNECT)",
+  bad_version = "an HTTP version other than 1.0 and 1.1",
+  auth_required = "no valid proxy token",
+  header_timeout = "the request head did not come in time",
+  dns_failed = "the name did not resolve",
+  dns_timeout = "the name's lookup timed out",
+  connect_failed = "no address could be dialed",
+  connect_timeout = "the dial timed out",
+  upstream_failed = "the upstream connection broke before a response",
+  bad_response = "the upstream's response was malformed",
+  upstream_timeout = "the upstream did not answer in time",
+  too_many = "the proxy's connection or descriptor limits",
+  client_closed = "the client left before the answer",
+  bad_handover = "a listener handover the proxy refused",
+  internal_error = "out of memory",
+}
+
+local function code_text(code)
+  return CODE_TEXT[code] or "see --verbose or --log"
 end
 
 -- The exit summary of the denials: hosts not on the allowlist, then
@@ -926,7 +981,8 @@ local function print_denials(denied, refused, other, learn)
       plural(#refused, "host"), learn and "admitted by learn mode or the allowlist" or "on the allowlist",
       #refused == 1 and "it resolves" or "they resolve"))
     for _, d in ipairs(refused) do
-      local suggestion = d.addr ~= "?" and ("; admit with --allow-host " .. host_port(d.addr, d.port)) or ""
+      local suggestion = d.addr ~= "?" and d.port and ("; admit with --allow-host " .. host_port(d.addr, d.port))
+        or ""
       io.stderr:write(string.format("isolate:   %s -> %s (%s) (%d)%s\n", d.key, d.addr, d.class, d.n, suggestion))
     end
   end
@@ -934,7 +990,7 @@ local function print_denials(denied, refused, other, learn)
     io.stderr:write(string.format("isolate: the proxy refused %s for what %s sent:\n", plural(total(other), "request"),
       total(other) == 1 and "it" or "they"))
     for _, d in ipairs(other) do
-      io.stderr:write(string.format("isolate:   %s (%d): %s: %s\n", d.key, d.n, d.code, d.reason))
+      io.stderr:write(string.format("isolate:   %s (%d): %s: %s\n", d.key, d.n, d.code, code_text(d.code)))
     end
   end
 end
@@ -1010,34 +1066,34 @@ local function run(o, spec, allow)
     local on_event = function(ev)
       if o.verbose then stderr:write("isolate: proxy: ", event_line(ev), "\n") end
       local addr, class = refused_address(ev)
+      local host, port, code = safe_host(ev.host), safe_port(ev.port), safe_code(ev.code)
       if (ev.type == "report" or ev.type == "allow") and o.learn then
-        local key = host_port(ev.host, ev.port)
+        local key = host_port(host, port)
         if not used[key] then
           used[key] = true
           used_order[#used_order + 1] = key
         end
       elseif (ev.type == "error" or ev.type == "deny") and (ev.host or "") == "" then
-        local code = tostring(ev.code)
         if not hostless[code] then
           hostless_order[#hostless_order + 1] = code
-          hostless[code] = { n = 0, reason = tostring(ev.reason or "") }
+          hostless[code] = { n = 0 }
         end
         hostless[code].n = hostless[code].n + 1
       elseif ev.type == "deny" then
-        local key = host_port(ev.host, ev.port)
+        local key = host_port(host, port)
         -- keyed by host, address and code: a name may resolve to several
-        local entry = key .. (addr and (" " .. addr) or "") .. " " .. tostring(ev.code)
+        local entry = key .. (addr and (" " .. addr) or "") .. " " .. code
         if not denied[entry] then
-          denied[entry] = { key = key, n = 0, addr = addr, class = class, port = ev.port, code = ev.code,
-            reason = ev.reason }
+          denied[entry] = { key = key, n = 0, addr = addr, class = class, port = port, code = code }
           denied_order[#denied_order + 1] = entry
         end
         denied[entry].n = denied[entry].n + 1
       elseif ev.type == "error" then
-        local key = host_port(ev.host, ev.port)
+        local key = host_port(host, port)
         if not failed[key] then
           failed_order[#failed_order + 1] = key
-          failed[key] = tostring(ev.status or "-") .. ": " .. tostring(ev.reason or "")
+          failed[key] = string.format("%s: %s: %s", math.type(ev.status) == "integer" and ev.status or "-", code,
+            code_text(code))
         end
       end
     end
@@ -1124,7 +1180,7 @@ local function run(o, spec, allow)
     local not_listed, other = {}, {}
     for _, e in ipairs(denied_order) do
       local d = denied[e]
-      local list = d.addr and refused or ((d.code == nil or d.code == "not_allowed") and not_listed or other)
+      local list = d.addr and refused or ((d.code == "?" or d.code == "not_allowed") and not_listed or other)
       table.insert(list, d)
     end
     print_denials(not_listed, refused, other, o.learn)
@@ -1141,7 +1197,7 @@ local function run(o, spec, allow)
     io.stderr:write("isolate: the proxy ended connections that named no host:\n")
     for _, code in ipairs(hostless_order) do
       local h = hostless[code]
-      io.stderr:write(string.format("isolate:   %s (%d, the first: %s)\n", code, h.n, h.reason))
+      io.stderr:write(string.format("isolate:   %s (%d): %s\n", code, h.n, code_text(code)))
     end
   end
   return status or EXIT_FAILURE
