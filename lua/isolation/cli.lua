@@ -15,8 +15,20 @@ local uv = require("luv")
 local isolation = require("isolation")
 local protect = require("isolation.protect")
 local json = require("isolation.json")
+local textmod = require("isolation.text")
 
 local M = {}
+
+-- Every line isolate writes to stderr goes through here: its pieces joined
+-- and escaped as one line (isolation.text), so that no byte a sandbox put
+-- in a path or a name (ESC, BEL, CR, LF, 0x9b) reaches the terminal or
+-- starts a line of its own. The proxy's event lines are the exception:
+-- the proxy escaped their fields already, where it made the event, in the
+-- same format (src/proxy/proxy_event.c): escaping them again would double
+-- each backslash.
+local function say(...)
+  io.stderr:write(textmod.escape(table.concat({ ... })), "\n")
+end
 
 local EXIT_USAGE = 2
 -- isolate's own failures at run time (the proxy cannot start, bash cannot be
@@ -685,7 +697,7 @@ local function limits_for(o, cfg, target)
     if code == EXIT_USAGE then die_usage(err) end
     die(err)
   end
-  if r.note and not o.json then io.stderr:write("isolate: ", r.note, "\n") end
+  if r.note and not o.json then say("isolate: ", r.note) end
   return r.limits, r.via
 end
 
@@ -833,13 +845,13 @@ end
 local function explain_bwrap_failure(cfg)
   local ok, failed = pcall(require("isolation.preflight").why_bwrap_fails, { network = cfg.network ~= "allow" })
   if not ok or not failed then return end
-  io.stderr:write("isolate: bwrap cannot start a sandbox here (", failed.name, "): ", failed.detail, "\n")
+  say("isolate: bwrap cannot start a sandbox here (", failed.name, "): ", failed.detail)
   local first = true
   for l in (failed.fix .. "\n"):gmatch("(.-)\n") do
-    io.stderr:write(first and "isolate: fix: " or "isolate:      ", l, "\n")
+    say(first and "isolate: fix: " or "isolate:      ", l)
     first = false
   end
-  io.stderr:write("isolate: `isolate doctor` checks the rest\n")
+  say("isolate: `isolate doctor` checks the rest")
 end
 
 -- An isolate killed with SIGKILL leaves its proxy directory behind, with a
@@ -970,27 +982,27 @@ local function print_denials(denied, refused, other, learn)
   end
   local function plural(n, word) return n .. " " .. word .. (n == 1 and "" or "s") end
   if #denied > 0 then
-    io.stderr:write(string.format("isolate: the proxy denied %s to %s not on the allowlist"
-      .. " (admit one with --allow-host HOST):\n", plural(total(denied), "request"), plural(#denied, "host")))
-    for _, d in ipairs(denied) do io.stderr:write(string.format("isolate:   %s (%d)\n", d.key, d.n)) end
+    say(string.format("isolate: the proxy denied %s to %s not on the allowlist"
+      .. " (admit one with --allow-host HOST):", plural(total(denied), "request"), plural(#denied, "host")))
+    for _, d in ipairs(denied) do say(string.format("isolate:   %s (%d)", d.key, d.n)) end
   end
   if #refused > 0 then
-    io.stderr:write(string.format("isolate: the proxy refused %s to %s %s for the address"
+    say(string.format("isolate: the proxy refused %s to %s %s for the address"
       .. " %s to (loopback, link-local, private or reserved; admit the address with an IP/CIDR"
-      .. " --allow-host, or every such address with --allow-private):\n", plural(total(refused), "request"),
+      .. " --allow-host, or every such address with --allow-private):", plural(total(refused), "request"),
       plural(#refused, "host"), learn and "admitted by learn mode or the allowlist" or "on the allowlist",
       #refused == 1 and "it resolves" or "they resolve"))
     for _, d in ipairs(refused) do
       local suggestion = d.addr ~= "?" and d.port and ("; admit with --allow-host " .. host_port(d.addr, d.port))
         or ""
-      io.stderr:write(string.format("isolate:   %s -> %s (%s) (%d)%s\n", d.key, d.addr, d.class, d.n, suggestion))
+      say(string.format("isolate:   %s -> %s (%s) (%d)%s", d.key, d.addr, d.class, d.n, suggestion))
     end
   end
   if #other > 0 then
-    io.stderr:write(string.format("isolate: the proxy refused %s for what %s sent:\n", plural(total(other), "request"),
+    say(string.format("isolate: the proxy refused %s for what %s sent:", plural(total(other), "request"),
       total(other) == 1 and "it" or "they"))
     for _, d in ipairs(other) do
-      io.stderr:write(string.format("isolate:   %s (%d): %s: %s\n", d.key, d.n, d.code, code_text(d.code)))
+      say(string.format("isolate:   %s (%d): %s: %s", d.key, d.n, d.code, code_text(d.code)))
     end
   end
 end
@@ -999,17 +1011,17 @@ end
 -- as --allow-host options and as a --config file's allow_hosts.
 local function print_learned(used)
   if #used == 0 then
-    io.stderr:write("isolate: learn mode: the command made no request through the proxy\n")
+    say("isolate: learn mode: the command made no request through the proxy")
     return
   end
   local opts = {}
   for i, h in ipairs(used) do opts[i] = "--allow-host " .. h end
-  io.stderr:write(string.format("isolate: learn mode: the command used %d host%s; these options admit %s:\n",
+  say(string.format("isolate: learn mode: the command used %d host%s; these options admit %s:",
     #used, #used == 1 and "" or "s", #used == 1 and "it" or "them"))
-  io.stderr:write("isolate:   ", table.concat(opts, " "), "\n")
-  io.stderr:write("isolate: or, in a --config file:\n")
+  say("isolate:   ", table.concat(opts, " "))
+  say("isolate: or, in a --config file:")
   -- the proxy's hosts are ASCII names and addresses: the text is JSON
-  io.stderr:write('isolate:   {"allow_hosts": ', tostring(json_array(used, "allow_hosts")), "}\n")
+  say('isolate:   {"allow_hosts": ', tostring(json_array(used, "allow_hosts")), "}")
 end
 
 -- The audit log's session field: this run, told from the others that
@@ -1110,11 +1122,11 @@ local function run(o, spec, allow)
       die("cannot start the proxy: " .. tostring(err))
     end
     if o.learn then
-      io.stderr:write("isolate: learn mode: the proxy admits every host that is not on the allowlist (the address"
-        .. " rule, strict parsing and the TLS name check still apply): the command's network is not contained\n")
+      say("isolate: learn mode: the proxy admits every host that is not on the allowlist (the address"
+        .. " rule, strict parsing and the TLS name check still apply): the command's network is not contained")
     end
     if o.verbose then
-      io.stderr:write(string.format("isolate: proxy on %s admits %d patterns: %s\n", proxy:address(), #allow,
+      say(string.format("isolate: proxy on %s admits %d patterns: %s", proxy:address(), #allow,
         table.concat(allow, " ")))
     end
   end
@@ -1172,7 +1184,7 @@ local function run(o, spec, allow)
   drain(proxy)
   teardown()
   local _, _, plines = protect.check(watch)
-  for _, l in ipairs(plines) do io.stderr:write("isolate: ", l, "\n") end
+  for _, l in ipairs(plines) do say("isolate: ", l) end
   -- the line removes its cgroup itself; this catches one it could not
   pcall(require("isolation.limits").cleanup)
   if spec.config.mode == "bwrap" and status == 1 then explain_bwrap_failure(spec.config) end
@@ -1187,17 +1199,17 @@ local function run(o, spec, allow)
   end
   if o.learn then print_learned(used_order) end
   if not o.verbose and #failed_order > 0 then
-    io.stderr:write(string.format("isolate: the proxy admitted but could not reach %d host%s:\n",
+    say(string.format("isolate: the proxy admitted but could not reach %d host%s:",
       #failed_order, #failed_order == 1 and "" or "s"))
     for _, k in ipairs(failed_order) do
-      io.stderr:write(string.format("isolate:   %s (%s)\n", k, failed[k]))
+      say(string.format("isolate:   %s (%s)", k, failed[k]))
     end
   end
   if not o.verbose and #hostless_order > 0 then
-    io.stderr:write("isolate: the proxy ended connections that named no host:\n")
+    say("isolate: the proxy ended connections that named no host:")
     for _, code in ipairs(hostless_order) do
       local h = hostless[code]
-      io.stderr:write(string.format("isolate:   %s (%d): %s\n", code, h.n, code_text(code)))
+      say(string.format("isolate:   %s (%d): %s", code, h.n, code_text(code)))
     end
   end
   return status or EXIT_FAILURE
@@ -1236,7 +1248,8 @@ another machine's /proc/sys; --bwrap probes that bwrap.
   end
   local preflight = require("isolation.preflight")
   local checks = isolation.preflight(opts)
-  io.stdout:write(preflight.format(checks))
+  -- the probes' details quote what bwrap and the kernel said: escaped too
+  io.stdout:write(textmod.escape_lines(preflight.format(checks)))
   local works = preflight.deny_works(checks)
   io.stdout:write(works and "isolate doctor: a bwrap sandbox with the network denied works here\n"
     or "isolate doctor: a bwrap sandbox with the network denied does NOT work here\n")
@@ -1295,7 +1308,7 @@ local function dispatch(args)
   if allow then spec.proxy_socket = tmp_base() .. "/isolate.XXXXXX/proxy.sock" end
   local warnings, perr = protect.prepare(spec, os.getenv("HOME"))
   if not warnings then die_usage(perr) end
-  for _, w in ipairs(warnings) do io.stderr:write("isolate: ", w, "\n") end
+  for _, w in ipairs(warnings) do say("isolate: ", w) end
   local line, werr = isolation.wrap(spec)
   if not line then
     -- the environment's fields, named as the options that gave them
@@ -1331,10 +1344,10 @@ function M.main(args)
   end, args)
   if ok then return result end
   if getmetatable(result) ~= Exit then
-    io.stderr:write("isolate: internal error: ", tostring(result), "\n")
+    io.stderr:write(textmod.escape_lines("isolate: internal error: " .. tostring(result)), "\n")
     return EXIT_FAILURE
   end
-  if result.message then io.stderr:write("isolate: ", result.message, "\n") end
+  if result.message then say("isolate: ", result.message) end
   return result.status
 end
 
