@@ -322,8 +322,8 @@ describe("isolate", function()
       assert.are.equal(0, status, err)
       assert.falsy(err:find("could not reach", 1, true), err)
       assert.falsy(err:find(":0", 1, true), err)
-      assert.truthy(err:find("isolate: the proxy ended connections that named no host:\nisolate:   bad_request (1, "
-        .. "the first: ", 1, true), err)
+      assert.truthy(err:find("isolate: the proxy ended connections that named no host:\nisolate:   bad_request (1): "
+        .. "a malformed request\n", 1, true), err)
     end)
 
     it("passes no descriptor but 0-2 into the sandbox, not even a socket isolate inherited", function()

@@ -94,6 +94,9 @@ describe("isolation.proxy address checks", function()
         .. "), which the allowlist does not admit", ev[1].reason)
       assert.are.same({ "deny", "private_address" }, { ev[2].type, ev[2].code }, addr)
       assert.are.equal(addr .. " is a " .. class .. " address, which the allowlist does not admit", ev[2].reason)
+      -- the address and its class in their own fields: no reader parses a reason
+      assert.are.same({ addr, class, addr, class }, { ev[1].address, ev[1].address_class, ev[2].address,
+        ev[2].address_class }, addr)
     end
   end)
 

@@ -202,12 +202,22 @@ describe("proxy audit log", function()
         assert.are.equal(0, l.bytes_up, case[1]) -- nothing reached an upstream
       end
       assert.are.equal("spec-session", l.session)
+      -- the refused address in its own field: only the refusals by address have one
+      if l.code == "private_address" then
+        assert.are.same({ "127.0.0.2", "loopback" }, { l.address, l.address_class }, tostring(l.reason))
+      elseif l.code == "own_address" then
+        assert.are.same({ "127.0.0.1" }, { l.address, l.address_class }, tostring(l.reason))
+      else
+        assert.are.same({}, { l.address, l.address_class }, case[1])
+      end
     end
-    -- the events carry the same codes
+    -- the events carry the same codes and addresses
     local codes = {}
-    for _, e in ipairs(p:events()) do codes[#codes + 1] = e.code end
+    for _, e in ipairs(p:events()) do codes[#codes + 1] = e.code .. " " .. tostring(e.address) .. " "
+      .. tostring(e.address_class) end
     local logged = {}
-    for _, l in ipairs(read_log(log)) do logged[#logged + 1] = l.code end
+    for _, l in ipairs(read_log(log)) do logged[#logged + 1] = l.code .. " " .. tostring(l.address) .. " "
+      .. tostring(l.address_class) end
     assert.are.same(logged, codes)
   end)
 
@@ -273,6 +283,9 @@ describe("proxy audit log", function()
     assert.are.same({ "deny", "private_address" }, { lines[2].type, lines[2].code })
     assert.are.equal("private.example.com resolves to a loopback address (64:ff9b::7f00:1), which the "
       .. "allowlist does not admit", lines[2].reason)
+    -- the address and its class in their own fields
+    assert.are.same({ "::ffff:10.0.0.1", "private", "64:ff9b::7f00:1", "loopback" },
+      { lines[1].address, lines[1].address_class, lines[2].address, lines[2].address_class })
   end)
 
   it("a long session id with quotes and control bytes still gives whole JSON lines", function()

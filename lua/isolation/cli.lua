@@ -15,8 +15,20 @@ local uv = require("luv")
 local isolation = require("isolation")
 local protect = require("isolation.protect")
 local json = require("isolation.json")
+local textmod = require("isolation.text")
 
 local M = {}
+
+-- Every line isolate writes to stderr goes through here: its pieces joined
+-- and escaped as one line (isolation.text), so that no byte a sandbox put
+-- in a path or a name (ESC, BEL, CR, LF, 0x9b) reaches the terminal or
+-- starts a line of its own. The proxy's event lines are the exception:
+-- the proxy escaped their fields already, where it made the event, in the
+-- same format (src/proxy/proxy_event.c): escaping them again would double
+-- each backslash.
+local function say(...)
+  io.stderr:write(textmod.escape(table.concat({ ... })), "\n")
+end
 
 local EXIT_USAGE = 2
 -- isolate's own failures at run time (the proxy cannot start, bash cannot be
@@ -750,7 +762,7 @@ local function limits_for(o, cfg, target)
     if code == EXIT_USAGE then die_usage(err) end
     die(err)
   end
-  if r.note and not o.json then io.stderr:write("isolate: ", r.note, "\n") end
+  if r.note and not o.json then say("isolate: ", r.note) end
   return r.limits, r.via
 end
 
@@ -899,13 +911,13 @@ end
 local function explain_bwrap_failure(cfg)
   local ok, failed = pcall(require("isolation.preflight").why_bwrap_fails, { network = cfg.network ~= "allow" })
   if not ok or not failed then return end
-  io.stderr:write("isolate: bwrap cannot start a sandbox here (", failed.name, "): ", failed.detail, "\n")
+  say("isolate: bwrap cannot start a sandbox here (", failed.name, "): ", failed.detail)
   local first = true
   for l in (failed.fix .. "\n"):gmatch("(.-)\n") do
-    io.stderr:write(first and "isolate: fix: " or "isolate:      ", l, "\n")
+    say(first and "isolate: fix: " or "isolate:      ", l)
     first = false
   end
-  io.stderr:write("isolate: `isolate doctor` checks the rest\n")
+  say("isolate: `isolate doctor` checks the rest")
 end
 
 -- An isolate killed with SIGKILL leaves its proxy directory behind, with a
@@ -958,15 +970,70 @@ local function resolve_table(list)
   return t
 end
 
+-- The exit summary and learn mode's options are built from the events'
+-- structured fields only: type, code, host, port and, for a refusal by
+-- address, the address and its class in their own fields. Never from a
+-- reason: a reason carries text the client chose (a TLS server name), and
+-- an agent that could shape a summary line could make it advise the
+-- operator to paste `--allow-private` or a wildcard (issue 26, item 3).
+-- Each value is checked against the form the proxy gives it before it is
+-- printed; anything else prints as "?".
+
 -- A deny event refused for the address its host resolved to (the private
 -- address rule), not for its host: the address and its class, else nil.
 local function refused_address(ev)
-  local reason = tostring(ev.reason or "")
-  local class, addr = reason:match(" resolves to an? ([%a-]+) address %(([^)]+)%)")
-  if addr then return addr, class end
-  addr, class = reason:match("^(%S+) is an? ([%a-]+) address")
-  if addr then return addr, class end
-  if ev.code == "private_address" then return "?", "private" end
+  if ev.code ~= "private_address" then return nil end
+  local addr, class = ev.address, ev.address_class
+  if type(addr) ~= "string" or not addr:match("^[%x:.]+$") or #addr > 45 then addr = "?" end
+  if type(class) ~= "string" or not class:match("^[%a-]+$") or #class > 20 then class = "private" end
+  return addr, class
+end
+
+-- A host as the proxy gives it (a name it parsed strictly and lowercased,
+-- or an IP literal), else "?".
+local function safe_host(host)
+  host = tostring(host or "")
+  if #host <= 253 and host:match("^[%w._:-]+$") then return host end
+  return "?"
+end
+
+local function safe_port(port)
+  return math.type(port) == "integer" and port >= 0 and port <= 65535 and port or nil
+end
+
+-- A code as the proxy gives it (a word of [a-z_]), else "?".
+local function safe_code(code)
+  code = tostring(code or "")
+  return code:match("^[%l_]+$") and #code <= 32 and code or "?"
+end
+
+-- What each code means, for the summary: fixed text, never the reason.
+local CODE_TEXT = {
+  own_address = "the address is the proxy's own listener",
+  sni_mismatch = "the TLS server name is not the CONNECT host",
+  tls_malformed = "a TLS ClientHello the proxy cannot read",
+  tls_timeout = "no complete TLS ClientHello in time",
+  bad_request = "a malformed request",
+  too_large = "a request head too large",
+  not_implemented = "a request the proxy does not implement (Upgrade, a SOCKS5 command other than CONNECT)",
+  bad_version = "an HTTP version other than 1.0 and 1.1",
+  auth_required = "no valid proxy token",
+  header_timeout = "the request head did not come in time",
+  dns_failed = "the name did not resolve",
+  dns_timeout = "the name's lookup timed out",
+  connect_failed = "no address could be dialed",
+  connect_timeout = "the dial timed out",
+  upstream_failed = "the upstream connection broke before a response",
+  bad_response = "the upstream's response was malformed",
+  upstream_timeout = "the upstream did not answer in time",
+  too_many = "the proxy's connection or descriptor limits",
+  client_closed = "the client left before the answer",
+  bad_handover = "a listener handover the proxy refused",
+  internal_error = "out of memory",
+}
+
+local function code_text(code)
+  return CODE_TEXT[code] or "see --verbose or --log"
 end
 
 -- The exit summary of the denials: hosts not on the allowlist, then
@@ -981,26 +1048,27 @@ local function print_denials(denied, refused, other, learn)
   end
   local function plural(n, word) return n .. " " .. word .. (n == 1 and "" or "s") end
   if #denied > 0 then
-    io.stderr:write(string.format("isolate: the proxy denied %s to %s not on the allowlist"
-      .. " (admit one with --allow-host HOST):\n", plural(total(denied), "request"), plural(#denied, "host")))
-    for _, d in ipairs(denied) do io.stderr:write(string.format("isolate:   %s (%d)\n", d.key, d.n)) end
+    say(string.format("isolate: the proxy denied %s to %s not on the allowlist"
+      .. " (admit one with --allow-host HOST):", plural(total(denied), "request"), plural(#denied, "host")))
+    for _, d in ipairs(denied) do say(string.format("isolate:   %s (%d)", d.key, d.n)) end
   end
   if #refused > 0 then
-    io.stderr:write(string.format("isolate: the proxy refused %s to %s %s for the address"
+    say(string.format("isolate: the proxy refused %s to %s %s for the address"
       .. " %s to (loopback, link-local, private or reserved; admit the address with an IP/CIDR"
-      .. " --allow-host, or every such address with --allow-private):\n", plural(total(refused), "request"),
+      .. " --allow-host, or every such address with --allow-private):", plural(total(refused), "request"),
       plural(#refused, "host"), learn and "admitted by learn mode or the allowlist" or "on the allowlist",
       #refused == 1 and "it resolves" or "they resolve"))
     for _, d in ipairs(refused) do
-      local suggestion = d.addr ~= "?" and ("; admit with --allow-host " .. host_port(d.addr, d.port)) or ""
-      io.stderr:write(string.format("isolate:   %s -> %s (%s) (%d)%s\n", d.key, d.addr, d.class, d.n, suggestion))
+      local suggestion = d.addr ~= "?" and d.port and ("; admit with --allow-host " .. host_port(d.addr, d.port))
+        or ""
+      say(string.format("isolate:   %s -> %s (%s) (%d)%s", d.key, d.addr, d.class, d.n, suggestion))
     end
   end
   if #other > 0 then
-    io.stderr:write(string.format("isolate: the proxy refused %s for what %s sent:\n", plural(total(other), "request"),
+    say(string.format("isolate: the proxy refused %s for what %s sent:", plural(total(other), "request"),
       total(other) == 1 and "it" or "they"))
     for _, d in ipairs(other) do
-      io.stderr:write(string.format("isolate:   %s (%d): %s: %s\n", d.key, d.n, d.code, d.reason))
+      say(string.format("isolate:   %s (%d): %s: %s", d.key, d.n, d.code, code_text(d.code)))
     end
   end
 end
@@ -1015,24 +1083,24 @@ end
 local function print_learned(used, unserved, allow_private)
   if #used == 0 then
     if unserved > 0 then
-      io.stderr:write(string.format("isolate: learn mode: nothing to learn: the proxy served none of the"
+      say(string.format("isolate: learn mode: nothing to learn: the proxy served none of the"
         .. " command's %d request%s (each is listed in this summary, with the option that admits it where one"
-        .. " can)\n", unserved, unserved == 1 and "" or "s"))
+        .. " can)", unserved, unserved == 1 and "" or "s"))
     else
-      io.stderr:write("isolate: learn mode: the command made no request through the proxy\n")
+      say("isolate: learn mode: the command made no request through the proxy")
     end
     return
   end
   local opts = {}
   if allow_private then opts[1] = "--allow-private" end
   for _, h in ipairs(used) do opts[#opts + 1] = "--allow-host " .. h end
-  io.stderr:write(string.format("isolate: learn mode: the command used %d host%s; these options admit %s:\n",
+  say(string.format("isolate: learn mode: the command used %d host%s; these options admit %s:",
     #used, #used == 1 and "" or "s", #used == 1 and "it" or "them"))
-  io.stderr:write("isolate:   ", table.concat(opts, " "), "\n")
-  io.stderr:write(allow_private and "isolate: or, in a --config file (with --allow-private on the line: a config"
-    .. " has no key for it):\n" or "isolate: or, in a --config file:\n")
+  say("isolate:   ", table.concat(opts, " "))
+  say(allow_private and "isolate: or, in a --config file (with --allow-private on the line: a config"
+    .. " has no key for it):" or "isolate: or, in a --config file:")
   -- the proxy's hosts are ASCII names and addresses: the text is JSON
-  io.stderr:write('isolate:   {"allow_hosts": ', tostring(json_array(used, "allow_hosts")), "}\n")
+  say('isolate:   {"allow_hosts": ', tostring(json_array(used, "allow_hosts")), "}")
 end
 
 -- The audit log's session field: this run, told from the others that
@@ -1089,34 +1157,34 @@ local function run(o, spec, allow)
     local on_event = function(ev)
       if o.verbose then stderr:write("isolate: proxy: ", event_line(ev), "\n") end
       local addr, class = refused_address(ev)
+      local host, port, code = safe_host(ev.host), safe_port(ev.port), safe_code(ev.code)
       if (ev.type == "report" or ev.type == "allow") and o.learn then
-        local key = host_port(ev.host, ev.port)
+        local key = host_port(host, port)
         if not used[key] then
           used[key] = true
           used_order[#used_order + 1] = key
         end
       elseif (ev.type == "error" or ev.type == "deny") and (ev.host or "") == "" then
-        local code = tostring(ev.code)
         if not hostless[code] then
           hostless_order[#hostless_order + 1] = code
-          hostless[code] = { n = 0, reason = tostring(ev.reason or "") }
+          hostless[code] = { n = 0 }
         end
         hostless[code].n = hostless[code].n + 1
       elseif ev.type == "deny" then
-        local key = host_port(ev.host, ev.port)
+        local key = host_port(host, port)
         -- keyed by host, address and code: a name may resolve to several
-        local entry = key .. (addr and (" " .. addr) or "") .. " " .. tostring(ev.code)
+        local entry = key .. (addr and (" " .. addr) or "") .. " " .. code
         if not denied[entry] then
-          denied[entry] = { key = key, n = 0, addr = addr, class = class, port = ev.port, code = ev.code,
-            reason = ev.reason }
+          denied[entry] = { key = key, n = 0, addr = addr, class = class, port = port, code = code }
           denied_order[#denied_order + 1] = entry
         end
         denied[entry].n = denied[entry].n + 1
       elseif ev.type == "error" then
-        local key = host_port(ev.host, ev.port)
+        local key = host_port(host, port)
         if not failed[key] then
           failed_order[#failed_order + 1] = key
-          failed[key] = tostring(ev.status or "-") .. ": " .. tostring(ev.reason or "")
+          failed[key] = string.format("%s: %s: %s", math.type(ev.status) == "integer" and ev.status or "-", code,
+            code_text(code))
         end
       end
     end
@@ -1133,11 +1201,11 @@ local function run(o, spec, allow)
       die("cannot start the proxy: " .. tostring(err))
     end
     if o.learn then
-      io.stderr:write("isolate: learn mode: the proxy admits every host that is not on the allowlist (the address"
-        .. " rule, strict parsing and the TLS name check still apply): the command's network is not contained\n")
+      say("isolate: learn mode: the proxy admits every host that is not on the allowlist (the address"
+        .. " rule, strict parsing and the TLS name check still apply): the command's network is not contained")
     end
     if o.verbose then
-      io.stderr:write(string.format("isolate: proxy on %s admits %d patterns: %s\n", proxy:address(), #allow,
+      say(string.format("isolate: proxy on %s admits %d patterns: %s", proxy:address(), #allow,
         table.concat(allow, " ")))
     end
   end
@@ -1195,7 +1263,7 @@ local function run(o, spec, allow)
   drain(proxy)
   teardown()
   local _, _, plines = protect.check(watch)
-  for _, l in ipairs(plines) do io.stderr:write("isolate: ", l, "\n") end
+  for _, l in ipairs(plines) do say("isolate: ", l) end
   -- the line removes its cgroup itself; this catches one it could not
   pcall(require("isolation.limits").cleanup)
   if spec.config.mode == "bwrap" and status == 1 then explain_bwrap_failure(spec.config) end
@@ -1203,7 +1271,7 @@ local function run(o, spec, allow)
     local not_listed, other = {}, {}
     for _, e in ipairs(denied_order) do
       local d = denied[e]
-      local list = d.addr and refused or ((d.code == nil or d.code == "not_allowed") and not_listed or other)
+      local list = d.addr and refused or ((d.code == "?" or d.code == "not_allowed") and not_listed or other)
       table.insert(list, d)
     end
     print_denials(not_listed, refused, other, o.learn)
@@ -1215,17 +1283,17 @@ local function run(o, spec, allow)
     print_learned(used_order, unserved, o.allow_private)
   end
   if not o.verbose and #failed_order > 0 then
-    io.stderr:write(string.format("isolate: the proxy admitted but could not reach %d host%s:\n",
+    say(string.format("isolate: the proxy admitted but could not reach %d host%s:",
       #failed_order, #failed_order == 1 and "" or "s"))
     for _, k in ipairs(failed_order) do
-      io.stderr:write(string.format("isolate:   %s (%s)\n", k, failed[k]))
+      say(string.format("isolate:   %s (%s)", k, failed[k]))
     end
   end
   if not o.verbose and #hostless_order > 0 then
-    io.stderr:write("isolate: the proxy ended connections that named no host:\n")
+    say("isolate: the proxy ended connections that named no host:")
     for _, code in ipairs(hostless_order) do
       local h = hostless[code]
-      io.stderr:write(string.format("isolate:   %s (%d, the first: %s)\n", code, h.n, h.reason))
+      say(string.format("isolate:   %s (%d): %s", code, h.n, code_text(code)))
     end
   end
   return status or EXIT_FAILURE
@@ -1266,7 +1334,8 @@ another machine's /proc/sys; --bwrap probes that bwrap.
   end
   local preflight = require("isolation.preflight")
   local checks = isolation.preflight(opts)
-  io.stdout:write(preflight.format(checks))
+  -- the probes' details quote what bwrap and the kernel said: escaped too
+  io.stdout:write(textmod.escape_lines(preflight.format(checks)))
   local works = preflight.deny_works(checks)
   local fails, warns = preflight.counts(checks)
   local function n(k, word) return k .. " " .. word .. (k == 1 and "" or "s") end
@@ -1364,7 +1433,7 @@ local function dispatch(args)
   if allow then spec.proxy_socket = tmp_base() .. "/isolate.XXXXXX/proxy.sock" end
   local warnings, perr = protect.prepare(spec, os.getenv("HOME"))
   if not warnings then die_usage(perr) end
-  for _, w in ipairs(warnings) do io.stderr:write("isolate: ", w, "\n") end
+  for _, w in ipairs(warnings) do say("isolate: ", w) end
   local line, werr = isolation.wrap(spec)
   if not line then
     -- the environment's fields, named as the options that gave them
@@ -1400,10 +1469,10 @@ function M.main(args)
   end, args)
   if ok then return result end
   if getmetatable(result) ~= Exit then
-    io.stderr:write("isolate: internal error: ", tostring(result), "\n")
+    io.stderr:write(textmod.escape_lines("isolate: internal error: " .. tostring(result)), "\n")
     return EXIT_FAILURE
   end
-  if result.message then io.stderr:write("isolate: ", result.message, "\n") end
+  if result.message then say("isolate: ", result.message) end
   return result.status
 end
 

@@ -306,16 +306,17 @@ local function check_nested(nested, stamp, moved, failed, lines)
       if ok then
         entry.moved_to = to
         moved[#moved + 1] = entry
-        say(string.format("protect: %s: a nested repository whose %s was made or changed inside the sandbox "
-          .. "(git on the host, even `git status` in the workdir above it, would run what its config names); "
-          .. "moved aside to %s: check its config and hooks, then rename it back", r.path, why, to))
+        entry.line = string.format("protect: %s: a nested repository whose %s was made or changed inside the "
+          .. "sandbox (git on the host, even `git status` in the workdir above it, would run what its config "
+          .. "names); moved aside to %s: check its config and hooks, then rename it back", r.path, why, to)
       else
         entry.error = tostring(err)
         failed[#failed + 1] = entry
-        say(string.format("protect: %s: a nested repository whose %s was made or changed inside the sandbox "
-          .. "could NOT be moved aside (%s): check its config and hooks before git runs on the host", r.path, why,
-          tostring(err)))
+        entry.line = string.format("protect: %s: a nested repository whose %s was made or changed inside the "
+          .. "sandbox could NOT be moved aside (%s): check its config and hooks before git runs on the host",
+          r.path, why, tostring(err))
       end
+      say(entry.line)
     end
   end
   if named > M.NESTED_NAMED then
@@ -327,7 +328,10 @@ end
 
 --- After the session: moves aside what was created or replaced in a
 --- protected place. Returns moved, failed (arrays of {path, was, now,
---- moved_to | error}) and the lines that report them.
+--- moved_to | error, line}) and the lines that report them. The lines (and
+--- each entry's `line`) hold the paths as they are, bytes the sandbox
+--- chose included: whoever prints or hands them over escapes them
+--- (isolation.text), once.
 function M.check(watch)
   -- the time, and a part the sandbox cannot guess: it could otherwise take
   -- every name the check would try (the check then fails loudly, below)
@@ -335,13 +339,15 @@ function M.check(watch)
   local moved, failed = isolation.protect_check(watch.c, stamp)
   local lines = {}
   for _, m in ipairs(moved) do
-    lines[#lines + 1] = string.format("protect: %s was created or replaced inside the sandbox (%s before, %s "
+    m.line = string.format("protect: %s was created or replaced inside the sandbox (%s before, %s "
       .. "after); moved aside to %s", m.path, m.was, m.now, m.moved_to)
+    lines[#lines + 1] = m.line
   end
   for _, f in ipairs(failed) do
-    lines[#lines + 1] = string.format("protect: %s was created or replaced inside the sandbox (%s before, %s "
+    f.line = string.format("protect: %s was created or replaced inside the sandbox (%s before, %s "
       .. "after) and could NOT be moved aside (%s): check it before a host program runs it", f.path, f.was,
       f.now, f.error)
+    lines[#lines + 1] = f.line
   end
   if watch.nested then check_nested(watch.nested, stamp, moved, failed, lines) end
   return moved, failed, lines

@@ -8,13 +8,13 @@
 -- Filesystem/process containment still applies. The clamp is logged, never
 -- silent.
 local policy = require("isolation.policy")
+local textmod = require("isolation.text")
 
 local M = {}
 
--- One line, whatever the id holds: control characters are escaped.
-local function one_line(v)
-  return (tostring(v):gsub("%c", function(c) return string.format("\\x%02x", c:byte()) end))
-end
+-- One line, whatever the id holds: escaped as every line the manager
+-- prints (isolation.text).
+local one_line = textmod.escape
 
 -- Only the boolean true and the exact target "sandbox" say so: an attempt
 -- decoded from {"in_sandbox": null} (cjson.null is truthy), 0, "false" or

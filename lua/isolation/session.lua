@@ -18,6 +18,7 @@ local isolation = require("isolation")
 local json = require("isolation.json")
 local policy = require("isolation.policy")
 local protect = require("isolation.protect")
+local textmod = require("isolation.text")
 local limits = require("isolation.limits")
 
 local M = {}
@@ -474,9 +475,10 @@ function M.manager(opts)
 end
 
 -- One line to the manager's log function, or to stderr; a log function
--- that raises must not break what was being reported.
+-- that raises must not break what was being reported. The line is escaped
+-- here, once (isolation.text): it may name paths the sandbox chose.
 function Manager:_log(line)
-  line = line:gsub("[\r\n]", " ")
+  line = textmod.escape(line)
   if self._logf and pcall(self._logf, line) then return end
   io.stderr:write(line, "\n")
 end
@@ -684,7 +686,11 @@ function Manager:_teardown(s, reason)
   end
   if s.limits_via == "cgroup" then pcall(limits.cleanup) end -- one a killed line left
   if self._on_end then
-    local ok, err = pcall(self._on_end, s, reason, moved)
+    -- on_end's text is escaped like the log's: the reason, and for each
+    -- moved entry the line that reports it (`line`); path and moved_to
+    -- stay the real names, for a program that renames them back.
+    for _, m in ipairs(moved or {}) do m.line = textmod.escape(m.line or m.path) end
+    local ok, err = pcall(self._on_end, s, textmod.escape(reason), moved)
     if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
   end
   return true

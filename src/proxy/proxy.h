@@ -133,6 +133,12 @@ struct proxy_event {
     uint64_t bytes_up, bytes_down;
     uint64_t duration_us;
     char reason[200];
+    /* A refusal for an address (private_address, own_address): the address
+     * in its own field, and its class (private_address only; else NULL), so
+     * that readers never parse them out of a reason, which carries client
+     * text (a TLS server name). "" when the event has none. */
+    char address[48];
+    const char *address_class; /* a string literal, or NULL */
 };
 
 struct proxy_audit;

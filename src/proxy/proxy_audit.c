@@ -125,6 +125,14 @@ static size_t format_line(const struct proxy_audit *a,
     o = put(out, o, cap, num);
     o = put(out, o, cap, ",\"reason\":");
     o = json_string(out, o, cap, e->reason);
+    if (e->address[0]) {
+        o = put(out, o, cap, ",\"address\":");
+        o = json_string(out, o, cap, e->address);
+    }
+    if (e->address_class) {
+        o = put(out, o, cap, ",\"address_class\":");
+        o = json_string(out, o, cap, e->address_class);
+    }
     o = put(out, o, cap, "}\n");
     return o;
 }

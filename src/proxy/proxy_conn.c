@@ -145,6 +145,8 @@ void conn_event(struct conn *c, const char *type, const char *code, int status,
 {
     c->ev_pending = false;
     proxy_event(c->px, c, type, code, status, reason);
+    c->refused_addr[0] = '\0';
+    c->refused_class = NULL;
     /* What follows (an error reply, the next request's head) is not this
      * request's. */
     c->req_bytes[DIR_UP] = c->req_bytes[DIR_DOWN] = 0;
@@ -769,6 +771,8 @@ static bool addr_admitted(struct conn *c, const struct host_addr *a)
     struct verdict v;
     if (decide_addr(c->px, c->allow->list, c->kind, c->host, c->port, a, &v))
         return true;
+    memcpy(c->refused_addr, v.addr, sizeof c->refused_addr);
+    c->refused_class = v.addr_class;
     conn_reply(c, v.status, "deny", v.code, v.reason);
     return false;
 }

@@ -124,6 +124,10 @@ struct conn {
     char host[HOST_NAME_CAP];
     int port;
     uint8_t kind;
+    /* The address the next event refuses (addr_admitted sets it, conn_event
+     * clears it once given): the event's address fields. */
+    char refused_addr[48];
+    const char *refused_class;
     struct host_addr addrs[PROXY_MAX_ADDRS];
 
     struct conn_fwd fwd;

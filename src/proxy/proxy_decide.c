@@ -76,7 +76,10 @@ bool decide_addr(const struct proxy *p, const hostpat_list *list,
                  enum host_kind kind, const char *host, int port,
                  const struct host_addr *a, struct verdict *v)
 {
+    v->addr[0] = '\0';
+    v->addr_class = NULL;
     if (is_self(p, a, port)) {
+        proxy_addr_text(a, v->addr, sizeof v->addr);
         snprintf(v->reason, sizeof v->reason,
                  "%s:%d is the proxy's own listening address", host, port);
         return refuse(v, 403, "own_address");
@@ -86,6 +89,8 @@ bool decide_addr(const struct proxy *p, const hostpat_list *list,
         return true;
     char text[INET6_ADDRSTRLEN];
     proxy_addr_text(a, text, sizeof text);
+    snprintf(v->addr, sizeof v->addr, "%s", text);
+    v->addr_class = class;
     if (kind == HOST_NAME)
         snprintf(v->reason, sizeof v->reason,
                  "%s resolves to a %s address (%s), which the allowlist does "

@@ -18,6 +18,10 @@ struct verdict {
     int status;
     const char *code;
     char reason[2 * HOST_NAME_CAP + 96];
+    /* decide_addr's refusals: the refused address as text, and its class
+     * (private_address; NULL for own_address). */
+    char addr[48];
+    const char *addr_class;
 };
 
 /*

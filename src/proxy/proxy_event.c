@@ -68,6 +68,8 @@ void proxy_event(struct proxy *p, const struct conn *c, const char *type,
     uint64_t now = c->req_start ? uv_hrtime() : 0;
     e->duration_us = now > c->req_start ? (now - c->req_start) / 1000 : 0;
     copy_text(e->reason, sizeof e->reason, reason);
+    copy_text(e->address, sizeof e->address, c->refused_addr);
+    e->address_class = c->refused_class;
     /* The log gets every event, also those the queue has no room for. */
     if (p->audit)
         proxy_audit_event(p->audit, e);
@@ -104,7 +106,7 @@ static struct proxy_event *take_events(struct proxy *p)
 
 static void push_event(lua_State *L, const struct proxy_event *e)
 {
-    lua_createtable(L, 0, 10);
+    lua_createtable(L, 0, 12);
     lua_pushstring(L, e->type);
     lua_setfield(L, -2, "type");
     lua_pushstring(L, e->code);
@@ -125,6 +127,14 @@ static void push_event(lua_State *L, const struct proxy_event *e)
     lua_setfield(L, -2, "bytes_down");
     lua_pushnumber(L, (lua_Number)e->duration_us / 1e6);
     lua_setfield(L, -2, "duration");
+    if (e->address[0]) {
+        lua_pushstring(L, e->address);
+        lua_setfield(L, -2, "address");
+    }
+    if (e->address_class) {
+        lua_pushstring(L, e->address_class);
+        lua_setfield(L, -2, "address_class");
+    }
 }
 
 void proxy_events_push(lua_State *L, struct proxy *p)
