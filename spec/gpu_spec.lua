@@ -168,3 +168,34 @@ describe("gpu devices", function()
       .. " /dev/dxg); running without one\n", err)
   end)
 end)
+
+describe("gpu devices through the session manager", function()
+  local policy = require("isolation.policy")
+  local session = require("isolation.session")
+
+  it("gpu = true reaches the line; a non-local target is refused, naming gpu and the target", function()
+    local root, why = fake_root()
+    if not root then return pending(why) end
+    local dir = helpers.tmpdir()
+    local work = dir .. "/work"
+    assert(uv.fs_mkdir(work, 448))
+    local line
+    local mgr = assert(session.manager({ runtime_dir = dir .. "/run", launcher = function(cmdline)
+      line = cmdline
+      return {}
+    end, alive = function() return false end, stop = function() end }))
+    local p = { id = "p" }
+    assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = "allow" } }))
+    with_root(root, function()
+      assert(mgr:launch({ id = "g1", project = p, workdir = work, command = "true", gpu = true }))
+      assert.truthy(line:find("'--dev-bind-try' '" .. root .. "/nvidia0' '/dev/nvidia0'", 1, true), line)
+      local ok, err = mgr:launch({ id = "g2", project = p, workdir = work, command = "true", gpu = true,
+        target = { kind = "ssh", host = "u@gpu.example.com" } })
+      assert.is_nil(ok)
+      assert.matches("gpu works only on a local target", err)
+    end)
+    mgr:close()
+    helpers.rmtree(dir)
+    helpers.rmtree(root)
+  end)
+end)
