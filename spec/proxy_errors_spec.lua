@@ -105,6 +105,8 @@ describe("isolation.proxy error replies", function()
     body = check(ask("CONNECT [2001:db8::1]:443 HTTP/1.1\r\nHost: [2001:db8::1]:443\r\n\r\n"), 403,
       "not_allowed", "[2001:db8::1]:443", events)
     assert.truthy(body:find("isolate --allow-host [2001:db8::1]:443\n", 1, true), body)
+    assert.truthy(body:find("^isolation proxy: host %[2001:db8::1%]:443 is not in the allowlist\n"), body)
+    assert.are.equal("host [2001:db8::1]:443 is not in the allowlist", events[#events].reason)
   end)
 
   it("403 private_address names the address and both options that admit it", function()
