@@ -21,7 +21,7 @@ build = {
         "src/wire/httpparse_response.c", "src/wire/httpparse_upstream.c",
         "src/isolation.c", "src/launch/launch.c", "src/launch/launch_argv.c",
         "src/launch/launch_bwrap.c", "src/launch/launch_docker.c",
-        "src/launch/launch_dryrun.c", "src/launch/launch_env.c", "src/launch/launch_limits.c",
+        "src/launch/launch_dryrun.c", "src/launch/launch_gpu.c", "src/launch/launch_env.c", "src/launch/launch_limits.c",
         "src/launch/launch_prologue.c",
         "src/launch/launch_protect.c", "src/launch/launch_script.c", "src/launch/launch_spec.c", "src/launch/launch_wrap.c",
         "src/launch/launch_ssh.c", "src/msg.c",

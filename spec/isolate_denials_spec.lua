@@ -113,4 +113,25 @@ describe("isolate's denial summary", function()
       assert.truthy(err:find(case[3]), err)
     end)
   end
+  it("the agent reads the refusal: curl inside shows X-Isolation-Error and the option that admits the host", function()
+    if helpers.skip_without_bwrap() then return end
+    -- HTTP forward request and HTTPS (CONNECT) to hosts off the allowlist,
+    -- then an allowed name refused for its address
+    local status, out, err = run({}, "curl -s -i --max-time 20 http://unlisted.example.com:8080/x; echo; echo ==; "
+      .. "curl -s -v --max-time 20 https://unlisted.example.net/ 2>&1; echo ==; "
+      .. "curl -s -i --max-time 20 http://" .. PINNED .. ":" .. up.port .. "/x")
+    assert.are.equal(0, status, err)
+    local plain, tls, pinned = out:match("^(.-)\n==\n(.-)==\n(.*)$")
+    assert.truthy(plain, out)
+    assert.truthy(plain:find("^HTTP/1.1 403 Forbidden\r\n"), plain)
+    assert.truthy(plain:find("\r\nX%-Isolation%-Error: not_allowed\r\n"), plain)
+    assert.truthy(plain:find("\nhost: unlisted.example.com:8080\n", 1, true), plain)
+    assert.truthy(plain:find("to allow it: isolate --allow-host unlisted.example.com:8080\n", 1, true), plain)
+    -- curl shows a refused CONNECT's head with -v
+    assert.truthy(tls:find("X-Isolation-Error: not_allowed", 1, true), tls)
+    assert.truthy(pinned:find("\r\nX%-Isolation%-Error: private_address\r\n"), pinned)
+    assert.truthy(pinned:find("--allow-private", 1, true), pinned)
+    assert.truthy(pinned:find("--allow-host 127.0.0.1:" .. up.port, 1, true), pinned)
+    assert.are.same({}, up.requests())
+  end)
 end)

@@ -72,6 +72,10 @@ Options:
   --bind PATH                repeatable: bound read-write at the same path
   --ro-bind PATH             repeatable: bound read-only at the same path
                              (PATH may start with the literal token $HOME/)
+  --gpu                      the host's GPU device nodes inside (/dev/nvidia*,
+                             /dev/nvidia-caps, /dev/dri, /dev/kfd, /dev/dxg, those
+                             present), nothing else of its /dev; bwrap, docker
+                             and podman
   --protect PATH             repeatable: a path relative to the workdir, read-only
                              inside, added to isolation.PROTECTED (.git/hooks,
                              .git/config, .vscode, .claude/settings.json, ...)
@@ -504,6 +508,7 @@ REPEATED["--setenv"] = "env_set"
 FLAGS["--inherit-env"] = "env_inherit"
 FLAGS["--learn"] = "learn"
 FLAGS["--no-default-hosts"] = "no_default_hosts"
+FLAGS["--gpu"] = "gpu"
 local CHOICES = {
   mode = { bwrap = true, docker = true, podman = true, none = true },
   network = { allow = true, deny = true, none = true },
@@ -744,6 +749,13 @@ local function build_spec(o, cfg)
   if cfg.mode == "docker" or cfg.mode == "podman" then spec.tty = uv.guess_handle(0) == "tty" end
   spec.env_pass, spec.env_set, spec.env_inherit = env_options(o)
   spec.agent_config = o.agent_config
+  if o.gpu and cfg.mode ~= "" then
+    spec.gpu = true
+    if #isolation.gpu_devices() == 0 and not o.json then
+      io.stderr:write("isolate: --gpu: no GPU device found (/dev/nvidia*, /dev/nvidia-caps, /dev/dri, /dev/kfd,"
+        .. " /dev/dxg); running without one\n")
+    end
+  end
   if o.no_protect then
     if #o.protect > 0 then die_usage("--protect and --no-protect contradict each other") end
     spec.protect = {}

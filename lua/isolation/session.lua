@@ -562,7 +562,7 @@ local function tunnel_line(spec, target, local_socket)
 end
 
 local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "socks_port", "binds", "ro_binds", "ca_cert",
-  "bridge", "bridge_path", "tty", "protect", "agent_config", "limits", "limits_via" }
+  "bridge", "bridge_path", "tty", "protect", "agent_config", "limits", "limits_via", "gpu" }
 -- the environment: clean by default (the library's base and AGENT_ENV)
 for _, k in ipairs({ "env_pass", "env_set", "env_inherit" }) do SPEC_KEYS[#SPEC_KEYS + 1] = k end
 
@@ -730,6 +730,11 @@ function Manager:launch(req)
   -- the reaper that ends a local sandbox's processes is a program of this
   -- machine: a line for another host runs without it
   if not is_local(target) then spec.reap = false end
+  -- the GPU's device nodes are listed on this machine: another host's differ
+  if req.gpu == true and not is_local(target) then
+    return nil, "isolation: gpu works only on a local target: its device nodes are listed on this machine (got target "
+      .. show(target) .. ")"
+  end
   local uses_proxy = cfg.network == "deny" -- bwrap, docker and podman alike
   -- bridge pass where it can work: the proxy on this machine takes the
   -- sandbox's listener (an ssh target forwards streams, not descriptors);

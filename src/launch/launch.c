@@ -69,6 +69,7 @@ static const luaL_Reg launch_functions[] = {{"bwrap_argv", l_bwrap_argv},
                                             {"argv", l_argv},
                                             {"wrap", l_wrap},
                                             {"dry_run", l_dry_run},
+                                            {"gpu_devices", launch_gpu_devices},
                                             {NULL, NULL}};
 
 void isolation_launch_open(lua_State *L)

@@ -37,6 +37,9 @@
 /* protect: paths given, and the parent directories they pin */
 #define LAUNCH_MAX_PROTECT 256
 #define LAUNCH_MAX_PINS 256
+/* gpu: device nodes bound at most, and the longest name under /dev */
+#define LAUNCH_MAX_GPU 64
+#define LAUNCH_GPU_NAME 64
 #define DEFAULT_PROXY_PORT 3128
 /* the bridge's SOCKS5 listener under deny (ALL_PROXY) */
 #define DEFAULT_SOCKS_PORT 1080
@@ -113,6 +116,11 @@ struct launch_spec {
     size_t npins;
     bool agent_config_ro; /* agent_config = "read-only" */
     struct launch_limits limits;
+    /* gpu = true: the GPU nodes found (launch_gpu.c), host and /dev path */
+    bool gpu;
+    const char *gpu_host[LAUNCH_MAX_GPU];
+    const char *gpu_dev[LAUNCH_MAX_GPU];
+    size_t ngpu;
 };
 
 /*
@@ -235,6 +243,20 @@ void argv_add_path(struct argv_buf *b, const char *path);
 /* launch_script.c: bwrap's end for bridge "pass": the proxy variables
  * (--setenv), then "--" and the starter, which execs bash -c -- command. */
 void launch_add_pass_command(struct argv_buf *b, const struct launch_spec *s);
+
+/*
+ * launch_gpu.c: gpu = true. Reads the key and lists the GPU nodes under
+ * /dev (ISOLATION_DEV_ROOT in tests) into s: 1, or 0 with the message.
+ */
+int launch_gpu_read(lua_State *L, int idx, struct launch_spec *s);
+/* The names of the GPU nodes found, sorted; at most max. */
+size_t launch_gpu_list(char names[][LAUNCH_GPU_NAME], size_t max);
+/* bwrap's --dev-bind-try, docker's --device, dry_run's lines. */
+void launch_gpu_bwrap(struct argv_buf *b, const struct launch_spec *s);
+void launch_gpu_docker(struct argv_buf *b, const struct launch_spec *s);
+void launch_gpu_describe(luaL_Buffer *b, const struct launch_spec *s);
+/* isolation.gpu_devices() */
+int launch_gpu_devices(lua_State *L);
 
 /* launch_protect.c: protect's pins and read-only paths as docker -v. */
 void launch_docker_protect(struct argv_buf *b, const struct launch_spec *s);

@@ -312,8 +312,11 @@ void launch_push_bwrap(lua_State *L, const struct launch_spec *s)
         if (m->kind != MOUNT_DEV && m->kind != MOUNT_PROC &&
             m->kind != MOUNT_TMPFS)
             argv_add_path(&b, m->sandbox_path ? m->sandbox_path : m->path);
-        if (m->kind == MOUNT_DEV)
+        if (m->kind == MOUNT_DEV) {
+            /* the GPU nodes before /dev may turn read-only (limits) */
+            launch_gpu_bwrap(&b, s);
             launch_limits_add_dev(&b, s);
+        }
     }
     argv_add(&b, "--chdir");
     argv_add(&b, s->workdir);

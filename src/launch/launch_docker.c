@@ -62,6 +62,7 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
     argv_add(&b, "ALL");
     argv_add(&b, "--security-opt");
     argv_add(&b, "no-new-privileges");
+    launch_gpu_docker(&b, s);
     /* deny and none: no interface but the container's own loopback */
     if (s->deny || s->none) {
         argv_add(&b, "--network");

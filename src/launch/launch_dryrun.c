@@ -82,6 +82,7 @@ static void dry_run_bwrap(luaL_Buffer *b, lua_State *L,
     }
     luaL_addstring(b, "  nothing else: not /, /run, /var/run, the host's "
                       "/tmp, nor the rest of $HOME\n");
+    launch_gpu_describe(b, s);
     luaL_addstring(b, "start directory: ");
     add_display(b, L, s->workdir);
     luaL_addchar(b, '\n');
@@ -192,6 +193,7 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
     for (size_t i = 0; i < s->nprotect; i++)
         add_volume(b, L, "read-only  ", s->protect_path[i], "protect");
     luaL_addstring(b, "  the rest is the image's own filesystem\n");
+    launch_gpu_describe(b, s);
     launch_protect_describe(b, L, s);
     if (s->deny) {
         luaL_addstring(b, "  read-only  ");

@@ -234,6 +234,8 @@ static int check_keys(lua_State *L, int idx)
                 known = strarg_is(key, len, *k);
             if (!known)
                 known = launch_env_is_key(key);
+            if (!known)
+                known = strarg_is(key, len, "gpu"); /* launch_gpu.c */
         }
         if (!known) {
             msg_push_got(L, -1);
@@ -245,7 +247,7 @@ static int check_keys(lua_State *L, int idx)
                             "ca_cert, bridge, bridge_path, tty, "
                             "seccomp_fd, seccomp_file, env_pass, env_set, "
                             "env_inherit, protect, agent_config, limits, "
-                            "limits_via)",
+                            "limits_via, reap, gpu)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -650,6 +652,8 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
         return 0;
 
     if (!launch_limits_read(L, idx, s))
+        return 0;
+    if (!launch_gpu_read(L, idx, s))
         return 0;
 
     if (s->mode != MODE_NONE && s->deny && !s->proxy_socket)

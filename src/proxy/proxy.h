@@ -330,6 +330,10 @@ bool proxy_token_socks_ok(const struct proxy_opts *o, const uint8_t *user,
 int proxy_pass_rights(int fd, bool on);
 
 /* proxy_event.c */
+/* src as text that is safe for a terminal, a log line or a reply body:
+ * every byte outside printable ASCII, and the backslash, as \xNN; cut at a
+ * whole escape to fit cap (> 0) with its NUL. */
+void proxy_text_escape(char *dst, size_t cap, const char *src);
 /* The event of c's request (its method, host, port, bytes and duration);
  * c NULL: an event of the proxy itself (no request). */
 void proxy_event(struct proxy *p, const struct conn *c, const char *type,

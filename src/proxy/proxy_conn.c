@@ -685,29 +685,77 @@ static void conn_end_client(struct conn *c)
     conn_update_reads(c);
 }
 
-/* The error reply's bytes in msg (cap 600); returns their length. */
-static size_t reply_text(int status, const char *reason, char *msg, size_t cap)
+/* An error reply's head and body together fit here (error path only). */
+#define REPLY_CAP 2048
+
+/*
+ * The proxy's own error reply in msg (cap >= REPLY_CAP); returns its
+ * length. The head names the refusal's code in X-Isolation-Error (a
+ * string literal of this program, never client bytes), so that an agent
+ * can tell what refused it and why. The body, for a person or an agent
+ * that reads it, gives the reason, the code, the host and port when the
+ * request named one, and for not_allowed and private_address the isolate
+ * option that would admit it. Everything the client sent (the host, a
+ * reason that quotes it) is escaped as events are (proxy_text_escape):
+ * no CR, LF or NUL of the client's reaches the reply, so no header can be
+ * forged and the response cannot be split. host may be NULL or empty,
+ * port 0 (the request was not read that far); addr is the address a
+ * private_address refusal is about, or NULL.
+ */
+static size_t reply_text(int status, const char *code, const char *host,
+                         int port, const char *addr, const char *reason,
+                         char *msg, size_t cap)
 {
-    char body[400];
-    int bl = snprintf(body, sizeof body, "isolation proxy: %s\n", reason);
+    char why[640], where[HOST_NAME_CAP * 4 + 16], hint[HOST_NAME_CAP * 4 + 160];
+    char h[HOST_NAME_CAP * 4 + 1];
+    proxy_text_escape(why, sizeof why, reason);
+    where[0] = hint[0] = '\0';
+    if (host && host[0]) {
+        proxy_text_escape(h, sizeof h, host);
+        bool v6 = strchr(h, ':') != NULL;
+        if (port > 0)
+            snprintf(where, sizeof where, "%s%s%s:%d", v6 ? "[" : "", h,
+                     v6 ? "]" : "", port);
+        else
+            snprintf(where, sizeof where, "%s%s%s", v6 ? "[" : "", h,
+                     v6 ? "]" : "");
+    }
+    if (!strcmp(code, "not_allowed") && where[0])
+        snprintf(hint, sizeof hint, "to allow it: isolate --allow-host %s\n",
+                 where);
+    else if (!strcmp(code, "private_address") && addr && addr[0])
+        snprintf(hint, sizeof hint,
+                 "to allow it: isolate --allow-private (every private "
+                 "address), or --allow-host %s%s%s:%d (this address)\n",
+                 strchr(addr, ':') ? "[" : "", addr,
+                 strchr(addr, ':') ? "]" : "", port);
+    else if (!strcmp(code, "private_address"))
+        snprintf(hint, sizeof hint,
+                 "to allow it: isolate --allow-private (every private "
+                 "address)\n");
+    char body[sizeof why + sizeof where + sizeof hint + 64];
+    int bl = snprintf(
+        body, sizeof body, "isolation proxy: %s\ncode: %s\n%s%s%s%s", why, code,
+        where[0] ? "host: " : "", where, where[0] ? "\n" : "", hint);
     if (bl < 0 || (size_t)bl >= sizeof body)
         bl = (int)sizeof body - 1;
     int ml = snprintf(msg, cap,
-                      "HTTP/1.1 %d %s\r\n%sContent-Type: text/plain; "
-                      "charset=utf-8\r\nContent-Length: %d\r\nConnection: "
-                      "close\r\n\r\n%.*s",
-                      status, status_text(status),
+                      "HTTP/1.1 %d %s\r\nX-Isolation-Error: %s\r\n%s"
+                      "Content-Type: text/plain; charset=utf-8\r\n"
+                      "Content-Length: %d\r\nConnection: close\r\n\r\n%.*s",
+                      status, status_text(status), code,
                       status == 407
                           ? "Proxy-Authenticate: Basic realm=\"isolation\"\r\n"
                           : "",
                       bl, bl, body);
     if (ml < 0 || (size_t)ml >= cap)
-        ml = (int)cap - 1;
+        ml = (int)cap - 1; /* the body is cut; never the head */
     return (size_t)ml;
 }
 
-static void conn_reply(struct conn *c, int status, const char *type,
-                       const char *code, const char *reason)
+static void conn_reply_addr(struct conn *c, int status, const char *type,
+                            const char *code, const char *reason,
+                            const char *addr)
 {
     if (c->closing || c->state == CONN_LINGER)
         return;
@@ -720,14 +768,21 @@ static void conn_reply(struct conn *c, int status, const char *type,
             conn_end_client(c);
         return;
     }
-    char msg[600];
-    size_t ml = reply_text(status, reason, msg, sizeof msg);
+    char msg[REPLY_CAP];
+    size_t ml = reply_text(status, code, c->host, c->port, addr, reason, msg,
+                           sizeof msg);
     c->state = CONN_LINGER;
     if (relay_send_copy(c, DIR_DOWN, msg, ml) < 0) {
         conn_close(c);
         return;
     }
     conn_end_client(c);
+}
+
+static void conn_reply(struct conn *c, int status, const char *type,
+                       const char *code, const char *reason)
+{
+    conn_reply_addr(c, status, type, code, reason, NULL);
 }
 
 void conn_fail(struct conn *c, int status, const char *type, const char *code,
@@ -773,7 +828,9 @@ static bool addr_admitted(struct conn *c, const struct host_addr *a)
         return true;
     memcpy(c->refused_addr, v.addr, sizeof c->refused_addr);
     c->refused_class = v.addr_class;
-    conn_reply(c, v.status, "deny", v.code, v.reason);
+    char text[INET6_ADDRSTRLEN];
+    proxy_addr_text(a, text, sizeof text);
+    conn_reply_addr(c, v.status, "deny", v.code, v.reason, text);
     return false;
 }
 
@@ -1304,6 +1361,10 @@ void conn_forward_done(struct conn *c)
         return;
     }
     c->state = CONN_HEAD;
+    /* The next request is not this one's host: a 408 or 431 for its head
+     * must not name the host the last one asked for. */
+    c->method[0] = c->host[0] = '\0';
+    c->port = 0;
     memset(c->dir, 0, sizeof c->dir);
     if (c->head_len > 0) {
         conn_arm(c, c->px->opts.header_ms);
@@ -1381,9 +1442,10 @@ static void on_timer(uv_timer_t *t)
 void conn_refuse(struct conn *c, const char *reason)
 {
     conn_event(c, "error", "too_many", 503, reason);
-    char msg[600];
+    char msg[REPLY_CAP];
     uv_buf_t b =
-        uv_buf_init(msg, (unsigned)reply_text(503, reason, msg, sizeof msg));
+        uv_buf_init(msg, (unsigned)reply_text(503, "too_many", NULL, 0, NULL,
+                                              reason, msg, sizeof msg));
     uv_try_write(&c->client.s, &b, 1);
     uv_os_fd_t fd;
     if (uv_fileno(&c->client.h, &fd) == 0) {

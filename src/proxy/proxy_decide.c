@@ -30,8 +30,10 @@ bool decide_host(const struct proxy *p, const hostpat_list *list,
     *reported = !listed && p->opts.report;
     if (listed || *reported)
         return true;
-    snprintf(v->reason, sizeof v->reason, "host %s:%d is not in the allowlist",
-             host, port);
+    bool v6 = kind == HOST_IPV6;
+    snprintf(v->reason, sizeof v->reason,
+             "host %s%s%s:%d is not in the allowlist", v6 ? "[" : "", host,
+             v6 ? "]" : "", port);
     return refuse(v, 403, "not_allowed");
 }
 

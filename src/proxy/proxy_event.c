@@ -13,13 +13,15 @@
 
 /*
  * Event texts carry client bytes (a TLS server name in a reason, at least)
- * to terminals and logs. Each byte that is not printable ASCII, and the
+ * to terminals and logs, and the proxy's own error replies carry hosts and
+ * reasons back to the client. Each byte that is not printable ASCII, and the
  * backslash, is written as \xNN, here and only here, so that every reader
- * (events(), on_event, isolate's log) gets the same unambiguous text, and
- * nothing a client sends can move a cursor, set a title or start a line.
- * Truncation drops whole escapes: the text never ends in half of one.
+ * (events(), on_event, isolate's log, an error reply's body) gets the same
+ * unambiguous text, and nothing a client sends can move a cursor, set a title
+ * or start a line. Truncation drops whole escapes: the text never ends in half
+ * of one.
  */
-static void copy_text(char *dst, size_t cap, const char *src)
+void proxy_text_escape(char *dst, size_t cap, const char *src)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *s = (const unsigned char *)(src ? src : "");
@@ -57,18 +59,18 @@ void proxy_event(struct proxy *p, const struct conn *c, const char *type,
         c = &none;
     struct proxy_event ev, *e = &ev;
     e->next = NULL;
-    copy_text(e->type, sizeof e->type, type);
+    proxy_text_escape(e->type, sizeof e->type, type);
     e->code = code;
-    copy_text(e->method, sizeof e->method, c->method);
-    copy_text(e->host, sizeof e->host, c->host);
+    proxy_text_escape(e->method, sizeof e->method, c->method);
+    proxy_text_escape(e->host, sizeof e->host, c->host);
     e->port = c->port;
     e->status = status;
     e->bytes_up = c->req_bytes[DIR_UP];
     e->bytes_down = c->req_bytes[DIR_DOWN];
     uint64_t now = c->req_start ? uv_hrtime() : 0;
     e->duration_us = now > c->req_start ? (now - c->req_start) / 1000 : 0;
-    copy_text(e->reason, sizeof e->reason, reason);
-    copy_text(e->address, sizeof e->address, c->refused_addr);
+    proxy_text_escape(e->reason, sizeof e->reason, reason);
+    proxy_text_escape(e->address, sizeof e->address, c->refused_addr);
     e->address_class = c->refused_class;
     /* The log gets every event, also those the queue has no room for. */
     if (p->audit)
