@@ -46,6 +46,7 @@ build = {
     ["isolation.protect"] = "lua/isolation/protect.lua",
     ["isolation.scheduler"] = "lua/isolation/scheduler.lua",
     ["isolation.session"] = "lua/isolation/session.lua",
+    ["isolation.setid"] = "lua/isolation/setid.lua",
   },
   -- The built-in bridge is a program, which the builtin build cannot make:
   -- run `make` first; the rock installs the binary beside isolation.so,

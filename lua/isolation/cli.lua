@@ -15,6 +15,7 @@ local uv = require("luv")
 local isolation = require("isolation")
 local protect = require("isolation.protect")
 local hostpaths = require("isolation.hostpaths")
+local setid = require("isolation.setid")
 local json = require("isolation.json")
 
 local M = {}
@@ -1131,6 +1132,8 @@ local function run(o, spec, allow)
   -- what is missing in a protected place now, to be checked at the end
   local watch, wperr = protect.watch(spec)
   if not watch then teardown(); die_usage(wperr) end
+  -- set-user-ID and set-group-ID files made in the session: cleared at the end
+  local setid_watch = setid.watch(spec, o.home or os.getenv("HOME"))
   if o.home then prologue = "HOME=" .. shquote(o.home) .. "; export HOME; " .. prologue end
   child, perr = uv.spawn("bash", { args = { "-c", prologue .. "exec " .. line }, stdio = stdio },
     function(code, signal)
@@ -1160,6 +1163,8 @@ local function run(o, spec, allow)
   teardown()
   local _, _, plines = protect.check(watch)
   for _, l in ipairs(plines) do io.stderr:write("isolate: ", l, "\n") end
+  local _, _, slines = setid.check(setid_watch)
+  for _, l in ipairs(slines) do io.stderr:write("isolate: ", l, "\n") end
   -- the line removes its cgroup itself; this catches one it could not
   pcall(require("isolation.limits").cleanup)
   if spec.config.mode == "bwrap" and status == 1 then explain_bwrap_failure(spec.config) end

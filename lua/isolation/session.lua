@@ -20,6 +20,7 @@ local policy = require("isolation.policy")
 local protect = require("isolation.protect")
 local limits = require("isolation.limits")
 local hostpaths = require("isolation.hostpaths")
+local setid = require("isolation.setid")
 
 local M = {}
 
@@ -666,6 +667,12 @@ function Manager:_teardown(s, reason)
     for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
     s.protect_moved, s.protect_failed = moved, failed
   end
+  if s._setid_watch then
+    local cleared, failed, lines = setid.check(s._setid_watch)
+    s._setid_watch = nil
+    for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
+    s.setid_cleared, s.setid_failed = cleared, failed
+  end
   if s.limits_via == "cgroup" then pcall(limits.cleanup) end -- one a killed line left
   if self._on_end then
     local ok, err = pcall(self._on_end, s, reason, moved)
@@ -782,7 +789,7 @@ function Manager:launch(req)
   -- Protected paths: what only the file system knows is added here, and
   -- only where the line runs on this machine (an ssh target's files are
   -- not ours to look at: the binds still hold there, the end check not).
-  local watch
+  local watch, setid_watch
   if is_local(target) and (cfg.mode ~= "") then
     local warnings
     warnings, err = protect.prepare(spec, os.getenv("HOME"))
@@ -790,6 +797,7 @@ function Manager:launch(req)
     for _, w in ipairs(warnings) do self:_log("isolation: session " .. show(id) .. ": " .. w) end
     watch, err = protect.watch(spec)
     if not watch then return nil, err end
+    setid_watch = setid.watch(spec, os.getenv("HOME"))
   elseif (cfg.mode == "docker" or cfg.mode == "podman") and spec.protect == nil then
     -- docker would create each missing protected path on the target as a
     -- root-owned directory (.git/commondir as a directory breaks git), and
@@ -825,7 +833,7 @@ function Manager:launch(req)
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
     isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
     remote_socket = remote_socket,
-    _protect_watch = watch,
+    _protect_watch = watch, _setid_watch = setid_watch,
     limits_via = spec.limits_via, limits_how = limits_how,
   }
   if uses_proxy then
@@ -868,6 +876,10 @@ function Manager:launch(req)
     self._starting[id] = nil
     if watch then -- a launcher may fail after it started something
       local _, _, lines = protect.check(watch)
+      for _, l in ipairs(lines) do self:_log("isolation: session " .. show(id) .. ": " .. l) end
+    end
+    if setid_watch then
+      local _, _, lines = setid.check(setid_watch)
       for _, l in ipairs(lines) do self:_log("isolation: session " .. show(id) .. ": " .. l) end
     end
     if ended == "closed" then return nil, "isolation: this session manager was closed during the launch" end
