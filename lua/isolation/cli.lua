@@ -1259,12 +1259,6 @@ local function dispatch(args)
     check_paths_resolved(o, spec, home)
     if from_passwd then o.home = home end
     places = writable_places(o, spec, home)
-    check_host_paths(o, places)
-  end
-  o.tmp_base = tmp_base(places)
-  if not o.tmp_base then
-    die_usage("no place for the proxy's socket outside the sandbox's writable places: TMPDIR, /tmp and"
-      .. " XDG_RUNTIME_DIR are all inside the workdir or a --bind; set TMPDIR to a directory outside them")
   end
   spec.limits, spec.limits_via = limits_for(o, cfg, target)
   spec.command = command_line(o.command)
@@ -1283,6 +1277,15 @@ local function dispatch(args)
     local via = o.command[1] == "-" and [[bash -c 'exec -- "$@"' bash ]] or ""
     spec.command = "exec env --default-signal=INT,QUIT,HUP -- " .. via .. spec.command
   end
+  if cfg.mode == "bwrap" and target == "local" then
+    -- a root launch: what only root may read here is masked inside
+    spec.mask_files, spec.mask_dirs = hostpaths.root_masks()
+    if uv.getuid() == 0 then
+      io.stderr:write("isolate: the sandbox runs as root (uid 0 inside, without capabilities): it owns what it"
+        .. " creates in the workdir; files only root may read (/etc/shadow, /etc/sudoers, ssh host keys, ...) are"
+        .. " masked; run isolate as an ordinary user where you can\n")
+    end
+  end
   if cfg.mode == "bwrap" then
     -- the sandbox cannot type into the terminal (TIOCSTI, TIOCLINUX) nor
     -- reach the keyrings, ...: run gives bwrap the filter on this descriptor
@@ -1290,6 +1293,12 @@ local function dispatch(args)
   end
   local allow = allowlist(o, cfg) -- also checks --hook-url
   if cfg.network ~= "deny" then allow = nil end
+  if #places > 0 then check_host_paths(o, places) end
+  o.tmp_base = tmp_base(places)
+  if not o.tmp_base then
+    die_usage("no place for the proxy's socket outside the sandbox's writable places: TMPDIR, /tmp and"
+      .. " XDG_RUNTIME_DIR are all inside the workdir or a --bind; set TMPDIR to a directory outside them")
+  end
   -- The whole spec is checked before anything starts; the proxy's socket
   -- is made at run time, so its place is held by the path it will have.
   if allow then spec.proxy_socket = o.tmp_base .. "/isolate.XXXXXX/proxy.sock" end

@@ -110,4 +110,36 @@ function M.check(places, guards)
   return true
 end
 
+-- What only root may read on the host, which a root launch would read
+-- inside as the files' owner (bwrap's --cap-drop ALL leaves the owner's own
+-- permission): API.md, "What may come back from the sandbox".
+M.ROOT_ONLY = { "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+  "/etc/ssl/private", "/etc/security/opasswd" }
+
+--- The launch spec's mask_files and mask_dirs for a root launch: each of
+--- ROOT_ONLY and /etc/ssh/ssh_host_*_key that exists here (a symbolic link
+--- by the path it leads to), files and directories apart. nil, nil when
+--- this process is not root.
+function M.root_masks()
+  if uv.getuid() ~= 0 then return nil, nil end
+  local paths = {}
+  for _, p in ipairs(M.ROOT_ONLY) do paths[#paths + 1] = p end
+  local scan = uv.fs_scandir("/etc/ssh")
+  while scan do
+    local name = uv.fs_scandir_next(scan)
+    if not name then break end
+    if name:match("^ssh_host_.*_key$") then paths[#paths + 1] = "/etc/ssh/" .. name end
+  end
+  local files, dirs, seen = {}, {}, {}
+  for _, p in ipairs(paths) do
+    local real = uv.fs_realpath(p)
+    local st = real and uv.fs_stat(real)
+    if st and not seen[real] then
+      seen[real] = true
+      if st.type == "directory" then dirs[#dirs + 1] = real else files[#files + 1] = real end
+    end
+  end
+  return #files > 0 and files or nil, #dirs > 0 and dirs or nil
+end
+
 return M

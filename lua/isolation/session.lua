@@ -776,6 +776,8 @@ function Manager:launch(req)
   end
   local filter
   if cfg.mode == "bwrap" and is_local(target) then
+    -- a root launch: what only root may read here is masked inside
+    spec.mask_files, spec.mask_dirs = hostpaths.root_masks()
     filter = FILTERS[seccomp or "sandbox"]
     spec.seccomp_file = session_filter_path(self.runtime_dir, id, filter)
   end
