@@ -251,6 +251,8 @@ describe("isolate", function()
         config = { mode = "bwrap", network = "allow" }, agent = "codex", workdir = real,
         ro_binds = { tmp .. "/data" }, binds = { "$HOME/.cache" }, ca_cert = tmp .. "/ca.pem",
         command = "exec env --default-signal=INT,QUIT,HUP -- true", seccomp_fd = 3,
+        mask_files = select(1, require("isolation.hostpaths").root_masks()),
+        mask_dirs = select(2, require("isolation.hostpaths").root_masks()),
       }))
       assert.are.same(expected, cjson.decode(out))
     end)
