@@ -39,6 +39,7 @@ build = {
     },
     ["isolation.cli"] = "lua/isolation/cli.lua",
     ["isolation.limits"] = "lua/isolation/limits.lua",
+    ["isolation.hostpaths"] = "lua/isolation/hostpaths.lua",
     ["isolation.json"] = "lua/isolation/json.lua",
     ["isolation.policy"] = "lua/isolation/policy.lua",
     ["isolation.preflight"] = "lua/isolation/preflight.lua",
@@ -46,6 +47,7 @@ build = {
     ["isolation.text"] = "lua/isolation/text.lua",
     ["isolation.scheduler"] = "lua/isolation/scheduler.lua",
     ["isolation.session"] = "lua/isolation/session.lua",
+    ["isolation.setid"] = "lua/isolation/setid.lua",
   },
   -- The built-in bridge is a program, which the builtin build cannot make:
   -- run `make` first; the rock installs the binary beside isolation.so,

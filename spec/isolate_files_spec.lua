@@ -63,7 +63,9 @@ describe("isolate --config", function()
   it("accepts a regular file of exactly 1 MiB", function()
     local json = '{"mode":"bwrap","network":"allow"}'
     helpers.write(tmp .. "/c.json", json .. string.rep(" ", 1024 * 1024 - #json))
-    local status, out, err = cli.isolate({ "--config", tmp .. "/c.json", "--dry-run", "--json", "--", "true" })
+    -- run from tmp: the checkout, holding the bridge program, is no workdir (spec/hostpaths_spec.lua)
+    local status, out, err = cli.isolate({ "--config", tmp .. "/c.json", "--dry-run", "--json", "--", "true" },
+      { cwd = tmp })
     assert.are.equal(0, status, err)
     assert.truthy(out:find('"bwrap"', 1, true), out)
     assert.falsy(out:find("--unshare-net", 1, true), out)

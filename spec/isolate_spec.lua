@@ -168,6 +168,9 @@ describe("isolate", function()
         -- sanitizer run's isolation.BRIDGE is another)
         bridge = isolation.BRIDGE and "pass" or nil,
         bridge_path = isolation.BRIDGE and (cli.ROOT .. "/build/isolation-bridge") or nil,
+        -- a root launch masks what only root may read (spec/root_masks_spec.lua)
+        mask_files = select(1, require("isolation.hostpaths").root_masks()),
+        mask_dirs = select(2, require("isolation.hostpaths").root_masks()),
       }
     end
 
@@ -250,6 +253,8 @@ describe("isolate", function()
         config = { mode = "bwrap", network = "allow" }, agent = "codex", workdir = real,
         ro_binds = { tmp .. "/data" }, binds = { "$HOME/.cache" }, ca_cert = tmp .. "/ca.pem",
         command = "exec env --default-signal=INT,QUIT,HUP -- true", seccomp_fd = 3,
+        mask_files = select(1, require("isolation.hostpaths").root_masks()),
+        mask_dirs = select(2, require("isolation.hostpaths").root_masks()),
       }))
       assert.are.same(expected, cjson.decode(out))
     end)
@@ -292,7 +297,9 @@ describe("isolate", function()
       local status, _, err = cli.isolate(probe_args({ "--verbose" }), { env = { "TMPDIR=" .. tmp } })
       assert.are.equal(0, status, err)
       local first = err:match("^[^\n]*")
-      local dir = tmp:gsub("%p", "%%%0")
+      -- TMPDIR is the workdir here: the proxy's directory goes to /tmp,
+      -- out of the sandbox's reach (spec/hostpaths_spec.lua)
+      local dir = "/tmp"
       assert.truthy(first:find("^isolate: proxy on unix:" .. dir .. "/isolate%.[%w]+/proxy%.sock admits"), first)
       assert.truthy(first:find(" 127.0.0.1:" .. up.port, 1, true), first)
       assert.truthy(err:find("isolate: proxy: allow GET 127.0.0.1:" .. up.port .. " 200", 1, true), err)
@@ -375,13 +382,15 @@ describe("isolate", function()
 
     it("runs the proxy in a private 0700 directory and tears it down: no socket, no process", function()
       if helpers.skip_without_bwrap() then return end
+      -- TMPDIR beside the workdir: one inside it is not used (spec/hostpaths_spec.lua)
+      local base = helpers.tmpdir()
       local p = cli.spawn({ cli.ISOLATE, "--workdir", tmp, "--", "sh", "-c",
-        "echo ready > ready; while [ ! -e go ]; do sleep 0.05; done" }, { env = { "TMPDIR=" .. tmp } })
+        "echo ready > ready; while [ ! -e go ]; do sleep 0.05; done" }, { env = { "TMPDIR=" .. base } })
       assert.truthy(cli.wait_for(function() return helpers.read(tmp .. "/ready") end, 30), p.err)
       local dirs = {}
-      for _, n in ipairs(cli.ls(tmp)) do if n:match("^isolate%.") then dirs[#dirs + 1] = n end end
+      for _, n in ipairs(cli.ls(base)) do if n:match("^isolate%.") then dirs[#dirs + 1] = n end end
       assert.are.equal(1, #dirs)
-      local dir = tmp .. "/" .. dirs[1]
+      local dir = base .. "/" .. dirs[1]
       assert.are.equal(tonumber("700", 8), uv.fs_stat(dir).mode & tonumber("777", 8))
       assert.are.same({ "proxy.sock" }, cli.ls(dir))
       assert.are.equal("socket", uv.fs_stat(dir .. "/proxy.sock").type)
@@ -390,6 +399,8 @@ describe("isolate", function()
       local status, _, err = p.wait(30)
       assert.are.equal(0, status, err)
       assert.are.same({ "go", "ready" }, cli.ls(tmp))
+      assert.are.same({}, cli.ls(base))
+      helpers.rmtree(base)
       assert.are.same({}, cli.pgrep(dir))
     end)
 

@@ -159,6 +159,47 @@ describe("sandbox_seccomp_filter", function()
         assert.are.equal(RET_EPERM, decide("socketcall", { 1, 0x1000 }), "socketcall(SYS_SOCKET)")
         assert.are.equal(ALLOW, decide("socketcall", { 3, 0x1000 }), "socketcall(SYS_CONNECT)")
       end
+      -- set-user-ID and set-group-ID files (issue 27.4): the mode wherever
+      -- one is given; open and openat only when they create
+      local MODE_AT = { chmod = 2, fchmod = 2, fchmodat = 3, fchmodat2 = 3, creat = 2, mknod = 2, mknodat = 3,
+        mkdir = 2, mkdirat = 3 }
+      local setid_checked = 0
+      for call, at in pairs(MODE_AT) do
+        if nrs[call] then
+          setid_checked = setid_checked + 1
+          local function with_mode(mode)
+            local args = { 3, 0x1000, 0x1000, 0 }
+            args[at] = mode
+            return decide(call, args)
+          end
+          for _, mode in ipairs({ 4755, 2775, 6755, 4000, 2000 }) do
+            local m = tonumber(tostring(mode), 8)
+            assert.are.equal(RET_EPERM, with_mode(m), name .. " " .. call .. " " .. mode)
+            assert.are.equal(RET_EPERM, with_mode(HIGH | m), name .. " " .. call .. " " .. mode .. ", high bits")
+            assert.are.equal(RET_EPERM, with_mode(0x8000 | m), name .. " " .. call .. " S_IFREG|" .. mode)
+          end
+          for _, mode in ipairs({ 755, 644, 1777, 700, 0 }) do
+            assert.are.equal(ALLOW, with_mode(tonumber(tostring(mode), 8)), name .. " " .. call .. " " .. mode)
+          end
+        end
+      end
+      assert.is_true(setid_checked >= 4, name .. ": " .. setid_checked .. " mode-setting calls checked")
+      local O_WRONLY, O_CREAT, O_TMPFILE = 1, 64, tonumber("20200000", 8)
+      for call, at in pairs({ open = 2, openat = 3 }) do
+        if nrs[call] then
+          local function open(flags, mode)
+            local args = { 3, 0x1000, 0x1000, 0 }
+            args[at], args[at + 1] = flags, mode
+            return decide(call, args)
+          end
+          assert.are.equal(RET_EPERM, open(O_CREAT | O_WRONLY, tonumber("4755", 8)), name .. " " .. call)
+          assert.are.equal(RET_EPERM, open(O_CREAT, tonumber("2755", 8)), name .. " " .. call .. " setgid")
+          assert.are.equal(RET_EPERM, open(O_TMPFILE | O_WRONLY, tonumber("4700", 8)), name .. " tmpfile")
+          assert.are.equal(ALLOW, open(O_CREAT | O_WRONLY, tonumber("644", 8)), name .. " " .. call .. " 0644")
+          assert.are.equal(ALLOW, open(O_WRONLY, tonumber("4755", 8)), name .. " " .. call .. " no O_CREAT")
+        end
+      end
+      if nrs.openat2 then assert.are.equal(RET_ENOSYS, decide("openat2", {}), name .. " openat2") end
       -- and the TTY filter is as it was: keyrings open there
       assert.are.equal(ALLOW, bpf.run(isolation.tty_seccomp_filter(),
         bpf.seccomp_data(arch, nr_of(nrs.keyctl), {})))
@@ -389,12 +430,88 @@ describe("what an agent runs still works under sandbox_seccomp_filter (isolate)"
   end)
 
   it("a spec file of this project passes inside", function()
-    local status, out, err = isolate({ "--network", "allow", "--workdir", cli.ROOT, "--", "lua5.4",
-      "/usr/bin/busted", "-o", "TAP", "spec/hostpat_spec.lua" }, { env = { "TMPDIR=" .. tmp, "HOME=" .. home,
+    -- the checkout read-only: a workdir holding the bridge program is refused (spec/hostpaths_spec.lua)
+    local status, out, err = isolate({ "--network", "allow", "--workdir", tmp, "--ro-bind", cli.ROOT, "--", "sh",
+      "-c", "cd " .. helpers.shquote(cli.ROOT) .. " && exec lua5.4 /usr/bin/busted -o TAP spec/hostpat_spec.lua" },
+      { env = { "TMPDIR=" .. tmp, "HOME=" .. home,
       -- the plain build inside: a sanitizer run's runtime is not preloaded there
       "ISOLATION_CPATH=build/?.so", "ISOLATION_SANITIZER=" }, timeout = 120 })
     assert.are.equal(0, status, err .. out)
     assert.is_nil(out:find("not ok", 1, true), out)
     assert.matches("\n1%.%.%d+\n", out)
   end)
+end)
+
+-- Issue 27.4: a root launch planted a setuid-root shell in the workdir
+-- (`cp /bin/bash helper && chmod 4755 helper`); bwrap's nosuid holds on the
+-- sandbox's mounts only. The filter refuses every way to set the bits, as
+-- root and as an ordinary user; the TTY filter is the control (the bits
+-- are set inside, which the end check then clears: spec/setid_spec.lua).
+describe("no set-user-ID or set-group-ID file from a real sandbox", function()
+  if helpers.skip_without_bwrap() then
+    it("is skipped: bwrap cannot run here", function() pending(select(2, helpers.bwrap_works())) end)
+    return
+  end
+  local root_user = helpers.run("test \"$(id -u)\" = 0") == 0
+  local ATTEMPTS = table.concat({
+    "cp /bin/true helper",
+    "chmod 4755 helper 2>/dev/null; echo chmod-4755 $? $(stat -c %a helper)",
+    "chmod 755 helper; chmod g+s helper 2>/dev/null; echo chmod-g+s $? $(stat -c %a helper)",
+    "install -m 4755 /bin/true installed 2>/dev/null; echo install $? $(stat -c %a installed 2>/dev/null)",
+    "/usr/bin/python3 -c 'import os",
+    "try:",
+    "  os.close(os.open(\"opened\", os.O_CREAT | os.O_WRONLY, 0o4755))",
+    "  print(\"os.open ok\", oct(os.stat(\"opened\").st_mode))",
+    "except OSError as e: print(\"os.open\", e.errno)",
+    "try:",
+    "  os.mkdir(\"dir\", 0o2775); print(\"mkdir ok\", oct(os.stat(\"dir\").st_mode))",
+    "except OSError as e: print(\"mkdir\", e.errno)'",
+    "chmod 755 helper; echo chmod-755 $? $(stat -c %a helper)",
+    "chmod 644 helper; echo chmod-644 $? $(stat -c %a helper)",
+  }, "\n")
+
+  local dir, home
+  before_each(function()
+    dir, home = helpers.tmpdir(), helpers.tmpdir()
+    assert(os.execute("mkdir " .. q(dir .. "/work") .. " && chmod 755 " .. q(dir)))
+  end)
+  after_each(function() helpers.rmtree(dir); helpers.rmtree(home) end)
+
+  local function run(as_user, seccomp)
+    local prefix = ""
+    if as_user then
+      assert(os.execute("chown -R 65534:65534 " .. q(dir .. "/work") .. " " .. q(home)))
+      prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups "
+    end
+    local code, out = helpers.run(prefix .. helpers.NO_SANITIZER .. "HOME=" .. q(home) .. " TMPDIR=/tmp "
+      .. q(cli.ISOLATE) .. " --network none --seccomp " .. seccomp .. " --workdir " .. q(dir .. "/work")
+      .. " -- bash -c " .. q(ATTEMPTS) .. " 2>&1")
+    return code, out
+  end
+
+  for _, who in ipairs({ "root", "an ordinary user" }) do
+    it("launched by " .. who .. ": chmod 4755, chmod g+s, install -m 4755, open and mkdir with the bits: EPERM;"
+      .. " chmod 755 and 644 work", function()
+      if not root_user then return pending("needs root (and setpriv for the ordinary user)") end
+      local as_user = who ~= "root"
+      if as_user and helpers.run("command -v setpriv") ~= 0 then return pending("setpriv(1) is not installed") end
+      local code, out = run(as_user, "sandbox")
+      assert.are.equal(0, code, out)
+      assert.matches("chmod%-4755 1 755\n", out)
+      assert.matches("chmod%-g%+s 1 755\n", out)
+      assert.matches("install 1 ?%d*\n", out)
+      assert.is_nil(out:find("install 0", 1, true), out)
+      assert.matches("os.open 1\n", out)
+      assert.matches("mkdir 1\n", out)
+      assert.matches("chmod%-755 0 755\n", out)
+      assert.matches("chmod%-644 0 644\n", out)
+      local _, found = helpers.run("find " .. q(dir .. "/work") .. " -perm /6000")
+      assert.are.equal("", found)
+      -- control: the TTY filter lets the bits through (inside)
+      code, out = run(as_user, "tty")
+      assert.are.equal(0, code, out)
+      assert.matches("chmod%-4755 0 4755\n", out)
+      assert.matches("os.open ok 0o1047", out)
+    end)
+  end
 end)

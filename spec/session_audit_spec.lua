@@ -25,9 +25,12 @@ end
 local read_log = helpers.read_json_lines
 
 describe("session.manager audit_log", function()
-  local root, mgr, up
+  local root, work, mgr, up
   before_each(function()
     root = helpers.tmpdir()
+    -- beside runtime_dir and the log: a workdir containing either is refused
+    work = root .. "/work"
+    assert(uv.fs_mkdir(work, 448))
     up = upstream.start()
   end)
   after_each(function()
@@ -42,8 +45,8 @@ describe("session.manager audit_log", function()
     mgr = assert(session.manager({ runtime_dir = root .. "/run", audit_log = log,
       launcher = function() return {} end }))
     local p = project_with({ mode = "bwrap", network = "deny", allow_hosts = { "127.0.0.1:" .. up.http_port } })
-    local a = assert(mgr:launch({ id = "alpha", project = p, workdir = root, command = "true" }))
-    local b = assert(mgr:launch({ id = "beta \"two\"", project = p, workdir = root, command = "true" }))
+    local a = assert(mgr:launch({ id = "alpha", project = p, workdir = work, command = "true" }))
+    local b = assert(mgr:launch({ id = "beta \"two\"", project = p, workdir = work, command = "true" }))
     local url = "http://127.0.0.1:" .. up.http_port .. "/small"
     assert.are.equal(200, get_via(a.proxy_socket, url))
     assert.are.equal(403, get_via(b.proxy_socket, "http://unlisted.example.com/"))
@@ -73,7 +76,7 @@ describe("session.manager audit_log", function()
     mgr = assert(session.manager({ runtime_dir = root .. "/run", audit_log = log,
       launcher = function() return {} end }))
     local s, lerr = mgr:launch({ id = "x", project = project_with({ mode = "bwrap", network = "deny" }),
-      workdir = root, command = "true" })
+      workdir = work, command = "true" })
     assert.is_nil(s)
     assert.truthy(tostring(lerr):find("audit_log " .. log .. ": is a symbolic link", 1, true), lerr)
     assert.are.equal("keep\n", helpers.read(target))

@@ -235,7 +235,8 @@ describe("ending from inside the manager's callbacks", function()
         launcher = function() return {} end,
         alive = function() return true end,
         stop = function(_, s) stops = stops + 1; mgr:kill(s.id) end }))
-      assert(mgr:launch({ id = "s1", isolation = { mode = "bwrap", network = "deny" }, workdir = dir,
+      uv.fs_mkdir(dir .. "/work", 448) -- beside runtime_dir: a workdir containing it is refused
+      assert(mgr:launch({ id = "s1", isolation = { mode = "bwrap", network = "deny" }, workdir = dir .. "/work",
         command = "true" }))
       local t = uv.new_timer()
       t:start(100, 0, function() print("kill", mgr:kill("s1"), stops); t:close() end)

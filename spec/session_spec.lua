@@ -667,7 +667,18 @@ describe("session TTY seccomp filter", function()
       command = "bash probe.sh " .. tty.probe_args(), hook_url = "http://127.0.0.1:" .. f.up.http_port .. "/hook" }))
   end
 
-  it("keeps the filter in runtime_dir, 0600, and a local bwrap launch's line opens it", function()
+  -- The file a line's last word opens: " 3<'<path>'".
+  local function line_filter(cmdline)
+    return (cmdline:gsub("'\\\n'", "")):match(" 3<'([^']*)'$")
+  end
+
+  local function session_file_pattern(dir, base, name)
+    return "^" .. dir:gsub("%p", "%%%0") .. "/" .. base:gsub("%p", "%%%0") .. "%." .. math.tointeger(uv.os_getpid())
+      .. "%-%x+%." .. name:gsub("%p", "%%%0") .. "$"
+  end
+
+  it("keeps the filter in runtime_dir, 0600; each local bwrap launch's line opens a copy of its own, removed at the"
+    .. " end", function()
     f = fixture()
     local path = f.dir .. "/sandbox-seccomp.bpf"
     assert.equal(path, f.mgr.seccomp_file)
@@ -675,6 +686,7 @@ describe("session TTY seccomp filter", function()
     assert.equal(384, mode_of(path))
     assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(path))
     f.bare = "sleep 30"
+    local seen = {}
     for _, target in ipairs({ "local", { kind = "local" } }) do
       for _, network in ipairs({ "allow", "deny" }) do
         local s = assert(f.mgr:launch({ id = "s-" .. network, isolation = { mode = "bwrap", network = network },
@@ -684,12 +696,20 @@ describe("session TTY seccomp filter", function()
         local line = f.cmdline:gsub("'\\\n'", "")
         assert.truthy(line:find(network == "allow" and " '--seccomp' '3' '--' 'bash' '-c' "
           or " '--seccomp' '3' '--setenv' ", 1, true), f.cmdline)
-        local redirect = " 3<" .. shq(path)
-        assert.equal(redirect, f.cmdline:sub(-#redirect))
+        local own = line_filter(f.cmdline)
+        assert.matches(session_file_pattern(f.dir, "s-" .. network, "sandbox-seccomp.bpf"), own)
+        assert.is_nil(seen[own], "a file of its own per launch")
+        seen[own] = true
+        assert.equal(own, s.seccomp_file)
+        assert.equal("file", uv.fs_lstat(own).type)
+        assert.equal(384, mode_of(own))
+        assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(own))
         assert.equal(s.cmdline, f.cmdline)
         assert(f.mgr:kill(s.id))
+        assert.is_false(exists(own), "removed when the session ends")
       end
     end
+    assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(path))
   end)
 
   it("seccomp = \"tty\" gives the narrower filter in its own file; another value is refused before anything starts",
@@ -698,17 +718,19 @@ describe("session TTY seccomp filter", function()
     f.bare = "sleep 30"
     local s = assert(f.mgr:launch({ id = "t", isolation = { mode = "bwrap" }, workdir = f.work,
       command = "sleep 30", seccomp = "tty" }))
-    local tty_path = f.dir .. "/tty-seccomp.bpf"
-    assert.equal(" 3<" .. shq(tty_path), f.cmdline:sub(-#(" 3<" .. shq(tty_path))))
+    local tty_path = line_filter(f.cmdline)
+    assert.matches(session_file_pattern(f.dir, "t", "tty-seccomp.bpf"), tty_path)
     assert.equal(isolation.tty_seccomp_filter(), helpers.read(tty_path))
     assert.equal(384, mode_of(tty_path))
     assert(f.mgr:kill(s.id))
+    assert.is_false(exists(tty_path))
     -- the default's file is still the default's
     assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(f.mgr.seccomp_file))
     for _, v in ipairs({ "sandbox", require("cjson").null }) do
       s = assert(f.mgr:launch({ id = "d", isolation = { mode = "bwrap" }, workdir = f.work, command = "sleep 30",
         seccomp = v }))
-      assert.equal(" 3<" .. shq(f.mgr.seccomp_file), f.cmdline:sub(-#(" 3<" .. shq(f.mgr.seccomp_file))))
+      assert.matches(session_file_pattern(f.dir, "d", "sandbox-seccomp.bpf"), line_filter(f.cmdline))
+      assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(line_filter(f.cmdline)))
       assert(f.mgr:kill(s.id))
     end
     local launches = f.launches
@@ -733,7 +755,8 @@ describe("session TTY seccomp filter", function()
     -- control: the same session's line without its last word, the redirection,
     -- and without --seccomp: the terminal takes the keystroke
     local s = f.mgr:get("p-allow")
-    local line = s.cmdline:gsub(" 3<'[^']*'$", ""):gsub(" '%-%-seccomp' '3'", "")
+    -- (joined first: a root launch's masks make a long line, continued with backslash-newline)
+    local line = s.cmdline:gsub("'\\\n'", ""):gsub(" 3<'[^']*'$", ""):gsub(" '%-%-seccomp' '3'", "")
     assert.is_nil(line:find("seccomp", 1, true))
     local a, all = tty.at_terminal("exec " .. line, f.work)
     assert.equal("ok", a.DONE, all)
@@ -744,7 +767,8 @@ describe("session TTY seccomp filter", function()
     end
   end)
 
-  it("recover leaves the file; close leaves it; a second manager on the same directory keeps it and works", function()
+  it("recover and close leave the shared file; a second manager on the same directory keeps it and works",
+    function()
     if helpers.skip_without_bwrap() or not tty.have_script() then return end
     f = pty_fixture()
     local path = f.mgr.seccomp_file
@@ -765,23 +789,19 @@ describe("session TTY seccomp filter", function()
     tty.assert_refused(s.handle.answers, s.handle.all)
     assert.equal(ino, inode(path))
     assert.equal(384, mode_of(path))
-    -- nothing else was left in the directory: no temporary file
+    assert.is_true(f.mgr:close())
+    -- nothing else was left in the directory: no temporary file, no session copy
     local code, listing = helpers.run("ls -A " .. shq(f.dir))
     assert.equal(0, code)
     assert.equal("sandbox-seccomp.bpf\n", listing)
   end)
 
-  it("replaces a file that is wrong (content, mode, a symlink) or gone, in one rename", function()
+  it("a shared file that is wrong (content, mode, a symlink, an allow-all program) or gone changes nothing a launch"
+    .. " loads; the next manager replaces it in one rename", function()
     f = fixture()
     f.bare = "sleep 30"
     local path = f.mgr.seccomp_file
     local prog = isolation.sandbox_seccomp_filter()
-    local function launch_once()
-      local s = assert(f.mgr:launch({ id = "r", isolation = { mode = "bwrap" }, workdir = f.work,
-        command = "sleep 30" }))
-      assert(f.mgr:kill("r"))
-      return s
-    end
     local breakers = {
       function() helpers.write(path, prog:sub(1, 8)) end,            -- half a program
       function() helpers.write(path, ("\0"):rep(#prog)) end,         -- same size, other bytes
@@ -793,50 +813,69 @@ describe("session TTY seccomp filter", function()
         uv.fs_unlink(path)
         assert(uv.fs_symlink(f.root .. "/elsewhere.bpf", path))
       end,
+      function()                                                      -- renamed over: allow everything
+        helpers.write(path .. ".new", "\6\0\0\0\0\0\255\127")
+        assert(uv.fs_rename(path .. ".new", path))
+      end,
     }
     for i, breaker in ipairs(breakers) do
       breaker()
-      launch_once()
-      local st = uv.fs_lstat(path)
-      assert.equal("file", st.type, "case " .. i)
+      local s = assert(f.mgr:launch({ id = "r", isolation = { mode = "bwrap" }, workdir = f.work,
+        command = "sleep 30" }))
+      local own = line_filter(f.cmdline)
+      assert.equal(own, s.seccomp_file)
+      assert.are_not.equal(path, own, "case " .. i)
+      assert.equal(prog, helpers.read(own), "case " .. i)
+      assert(f.mgr:kill("r"))
+      local m = assert(session.manager({ runtime_dir = f.dir, launcher = function() end }))
+      assert.equal("file", uv.fs_lstat(path).type, "case " .. i)
       assert.equal(384, mode_of(path), "case " .. i)
       assert.equal(prog, helpers.read(path), "case " .. i)
+      m:close()
     end
     assert.equal(prog, helpers.read(f.root .. "/elsewhere.bpf")) -- the symlink's target untouched
-    -- a right file is not rewritten
-    local ino = inode(path)
-    launch_once()
-    assert.equal(ino, inode(path))
     local code, listing = helpers.run("ls -A " .. shq(f.dir))
     assert.equal(0, code)
     assert.equal("sandbox-seccomp.bpf\n", listing)
   end)
 
-  it("a filter file that cannot be put in place fails the launch before anything starts", function()
+  it("a session's filter file that cannot be made fails the launch before anything starts", function()
     f = fixture()
     local fds = helpers.fd_count()
-    local path = f.mgr.seccomp_file
-    -- a directory in its place: no rename can replace it (not even root's)
-    assert(uv.fs_unlink(path))
-    assert(uv.fs_mkdir(path, 448))
-    helpers.write(path .. "/keep", "x")
-    local s, err = f.mgr:launch({ id = "s1", isolation = { mode = "bwrap", network = "deny" }, workdir = f.work,
-      command = "sleep 30" })
+    -- the random part made predictable, and a directory put at that name
+    local random = uv.random
+    uv.random = function(n) return ("\171"):rep(n) end
+    local name = f.dir .. "/s1." .. math.tointeger(uv.os_getpid()) .. "-" .. ("ab"):rep(6) .. ".sandbox-seccomp.bpf"
+    assert(uv.fs_mkdir(name, 448))
+    local ok, s, err = pcall(f.mgr.launch, f.mgr, { id = "s1", isolation = { mode = "bwrap", network = "deny" },
+      workdir = f.work, command = "sleep 30" })
+    uv.random = random
+    assert(ok, s)
     assert.is_nil(s)
-    assert.matches("cannot install the sandbox seccomp filter", err, 1, true)
+    assert.matches("cannot write the sandbox seccomp filter", err, 1, true)
     assert.equal(0, f.launches)
     assert.is_nil(f.mgr:get("s1"))
     assert.same({}, glue.sockets(f.dir))
     assert_fds(fds)
-    local code, listing = helpers.run("ls -A " .. shq(f.dir))
-    assert.equal(0, code)
-    assert.equal("sandbox-seccomp.bpf\n", listing) -- the temporary file is gone
-    assert.equal("x", helpers.read(path .. "/keep"))
-    -- gone: the next launch writes it
-    helpers.rmtree(path)
+    assert(uv.fs_rmdir(name))
     f.bare = "sleep 30"
-    assert(f.mgr:launch({ id = "s1", isolation = { mode = "bwrap" }, workdir = f.work, command = "sleep 30" }))
-    assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(path))
+    s = assert(f.mgr:launch({ id = "s1", isolation = { mode = "bwrap" }, workdir = f.work, command = "sleep 30" }))
+    assert.equal(isolation.sandbox_seccomp_filter(), helpers.read(s.seccomp_file))
+  end)
+
+  it("recover removes the session copies of a manager that is gone, and keeps a live one's", function()
+    f = fixture()
+    local prog = isolation.sandbox_seccomp_filter()
+    -- a pid that is gone: a child that exited
+    local _, out = helpers.run("sh -c 'echo $$'")
+    local dead = f.dir .. "/x." .. tonumber(out) .. "-0123456789ab.sandbox-seccomp.bpf"
+    local live = f.dir .. "/y.1-0123456789ab.tty-seccomp.bpf" -- pid 1 is always there
+    local other = f.dir .. "/notes.txt"
+    for _, p in ipairs({ dead, live, other }) do helpers.write(p, prog) end
+    session.recover(f.dir)
+    assert.is_false(exists(dead))
+    assert.is_true(exists(live))
+    assert.is_true(exists(other))
   end)
 
   it("leaves it out where the line does not run here (ssh), and for docker and mode \"\"", function()

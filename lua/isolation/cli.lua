@@ -14,6 +14,8 @@
 local uv = require("luv")
 local isolation = require("isolation")
 local protect = require("isolation.protect")
+local hostpaths = require("isolation.hostpaths")
+local setid = require("isolation.setid")
 local json = require("isolation.json")
 local textmod = require("isolation.text")
 
@@ -232,14 +234,29 @@ local function pattern_error(opt, pattern, err)
 end
 
 -- Where the proxy's private directory goes: $TMPDIR when it is absolute and
--- short enough for the socket's path to fit a unix address (108 bytes).
-local function tmp_base()
-  local t = os.getenv("TMPDIR")
-  if t and t:sub(1, 1) == "/" then
-    t = t:gsub("(.)/+$", "%1")
-    if #t + #"/isolate.XXXXXX/proxy.sock" < 108 then return t end
+-- short enough for the socket's path to fit a unix address (108 bytes),
+-- else /tmp, else $XDG_RUNTIME_DIR; never inside a place the sandbox can
+-- write (`avoid`: the workdir and the binds, hostpaths.check's places),
+-- where the sandbox would reach the socket's directory (hostpaths). nil
+-- when every candidate is inside one.
+local function tmp_base(avoid)
+  local candidates = {}
+  local function add(t)
+    if t and t:sub(1, 1) == "/" then
+      t = t:gsub("(.)/+$", "%1")
+      if #t + #"/isolate.XXXXXX/proxy.sock" < 108 then candidates[#candidates + 1] = t end
+    end
   end
-  return "/tmp"
+  add(os.getenv("TMPDIR"))
+  add("/tmp")
+  add(os.getenv("XDG_RUNTIME_DIR"))
+  for _, t in ipairs(candidates) do
+    if hostpaths.check(avoid or {}, { { name = "the proxy's directory", path = t .. "/isolate.XXXXXX", why = "" } })
+    then
+      return t
+    end
+  end
+  return nil
 end
 
 local function absolute(path, cwd)
@@ -315,6 +332,33 @@ local function check_paths_resolved(o, spec, home)
       end
     end
   end
+end
+
+-- The places the sandbox can write (the workdir, --bind) and those it can
+-- read (--ro-bind), as hostpaths.check takes them.
+local function writable_places(o, spec, home)
+  local places = { { name = o.workdir and "--workdir" or "the workdir (the current directory)",
+    path = spec.workdir } }
+  for _, kind in ipairs({ { "binds", "--bind", false }, { "ro_binds", "--ro-bind", true } }) do
+    for _, p in ipairs(spec[kind[1]] or {}) do
+      local path = p:sub(1, 6) == "$HOME/" and (home .. p:sub(6)) or p
+      places[#places + 1] = { name = kind[2], path = path, read_only = kind[3] }
+    end
+  end
+  return places
+end
+
+-- Refuses (usage error) a workdir or --bind that contains, or lies inside,
+-- the audit log or a program of this module (isolation.hostpaths): the
+-- sandbox would delete and forge the log, or replace what the host runs.
+local function check_host_paths(o, places)
+  local guards = hostpaths.program_guards()
+  if o.log then
+    table.insert(guards, 1, { name = "the audit log (--log)", path = absolute(o.log, assert(uv.cwd())),
+      why = "the sandbox could delete it and write a forged one, while the proxy appends to the unlinked file" })
+  end
+  local ok, err = hostpaths.check(places, guards)
+  if not ok then die_usage(err) end
 end
 
 local function host_port(host, port)
@@ -814,7 +858,7 @@ local function dry_run(o, spec, allow)
   if allow then
     out[#out + 1] = ""
     out[#out + 1] = "proxy allowlist (" .. #allow .. " patterns; the socket is made at run time in "
-      .. tmp_base() .. "/isolate.XXXXXX):"
+      .. o.tmp_base .. "/isolate.XXXXXX):"
     for _, h in ipairs(allow) do out[#out + 1] = "  " .. h end
   end
   out[#out + 1] = ""
@@ -1138,7 +1182,7 @@ end
 
 local function run(o, spec, allow)
   -- Never a reason not to run: a failure here only leaves the leftovers.
-  pcall(remove_leftovers, tmp_base())
+  pcall(remove_leftovers, o.tmp_base)
   if spec.limits_via == "cgroup" then pcall(require("isolation.limits").cleanup) end
   local dir, proxy, socket
   local denied, denied_order = {}, {}
@@ -1160,7 +1204,7 @@ local function run(o, spec, allow)
 
   if allow then
     local err
-    dir, err = uv.fs_mkdtemp(tmp_base() .. "/isolate.XXXXXX")
+    dir, err = uv.fs_mkdtemp(o.tmp_base .. "/isolate.XXXXXX")
     if not dir then die("cannot make a private directory for the proxy socket: " .. tostring(err)) end
     uv.fs_chmod(dir, tonumber("700", 8))
     socket = dir .. "/proxy.sock"
@@ -1247,6 +1291,8 @@ local function run(o, spec, allow)
   -- what is missing in a protected place now, to be checked at the end
   local watch, wperr = protect.watch(spec)
   if not watch then teardown(); die_usage(wperr) end
+  -- set-user-ID and set-group-ID files made in the session: cleared at the end
+  local setid_watch = setid.watch(spec, o.home or os.getenv("HOME"))
   if o.home then prologue = "HOME=" .. shquote(o.home) .. "; export HOME; " .. prologue end
   child, perr = uv.spawn("bash", { args = { "-c", prologue .. "exec " .. line }, stdio = stdio },
     function(code, signal)
@@ -1276,6 +1322,8 @@ local function run(o, spec, allow)
   teardown()
   local _, _, plines = protect.check(watch)
   for _, l in ipairs(plines) do say("isolate: ", l) end
+  local _, _, slines = setid.check(setid_watch)
+  for _, l in ipairs(slines) do say("isolate: ", l) end
   -- the line removes its cgroup itself; this catches one it could not
   pcall(require("isolation.limits").cleanup)
   if spec.config.mode == "bwrap" and status == 1 then explain_bwrap_failure(spec.config) end
@@ -1411,10 +1459,12 @@ local function dispatch(args)
     and not o.dry_run then
     require_program(SOCAT) -- the relay runs the host's socat inside the sandbox
   end
+  local places = {}
   if cfg.mode ~= "" and target == "local" then
     local home, from_passwd = sandbox_home()
     check_paths_resolved(o, spec, home)
     if from_passwd then o.home = home end
+    places = writable_places(o, spec, home)
   end
   spec.limits, spec.limits_via = limits_for(o, cfg, target)
   spec.command = command_line(o.command)
@@ -1433,6 +1483,15 @@ local function dispatch(args)
     local via = o.command[1] == "-" and [[bash -c 'exec -- "$@"' bash ]] or ""
     spec.command = "exec env --default-signal=INT,QUIT,HUP -- " .. via .. spec.command
   end
+  if cfg.mode == "bwrap" and target == "local" then
+    -- a root launch: what only root may read here is masked inside
+    spec.mask_files, spec.mask_dirs = hostpaths.root_masks()
+    if uv.getuid() == 0 then
+      io.stderr:write("isolate: the sandbox runs as root (uid 0 inside, without capabilities): it owns what it"
+        .. " creates in the workdir; files only root may read (/etc/shadow, /etc/sudoers, ssh host keys, ...) are"
+        .. " masked; run isolate as an ordinary user where you can\n")
+    end
+  end
   if cfg.mode == "bwrap" then
     -- the sandbox cannot type into the terminal (TIOCSTI, TIOCLINUX) nor
     -- reach the keyrings, ...: run gives bwrap the filter on this descriptor
@@ -1440,9 +1499,15 @@ local function dispatch(args)
   end
   local allow = allowlist(o, cfg) -- also checks --hook-url
   if cfg.network ~= "deny" then allow = nil end
+  if #places > 0 then check_host_paths(o, places) end
+  o.tmp_base = tmp_base(places)
+  if not o.tmp_base then
+    die_usage("no place for the proxy's socket outside the sandbox's writable places: TMPDIR, /tmp and"
+      .. " XDG_RUNTIME_DIR are all inside the workdir or a --bind; set TMPDIR to a directory outside them")
+  end
   -- The whole spec is checked before anything starts; the proxy's socket
   -- is made at run time, so its place is held by the path it will have.
-  if allow then spec.proxy_socket = tmp_base() .. "/isolate.XXXXXX/proxy.sock" end
+  if allow then spec.proxy_socket = o.tmp_base .. "/isolate.XXXXXX/proxy.sock" end
   local warnings, perr = protect.prepare(spec, os.getenv("HOME"))
   if not warnings then die_usage(perr) end
   for _, w in ipairs(warnings) do say("isolate: ", w) end

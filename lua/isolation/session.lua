@@ -20,6 +20,8 @@ local policy = require("isolation.policy")
 local protect = require("isolation.protect")
 local textmod = require("isolation.text")
 local limits = require("isolation.limits")
+local hostpaths = require("isolation.hostpaths")
+local setid = require("isolation.setid")
 
 local M = {}
 
@@ -278,6 +280,47 @@ local function ensure_filter(dir, kind)
 end
 M._ensure_filter = ensure_filter
 
+-- Each local bwrap launch gets a private copy of its filter, created by
+-- this process (O_EXCL: never a file someone else put there), which no
+-- other launch line names and nothing renames over: a sandbox that could
+-- replace the shared file (the manager refuses a workdir or bind that
+-- reaches runtime_dir, isolation.hostpaths) would not change what the next
+-- session loads. <runtime_dir>/<session>.<pid>-<random>.<filter name>;
+-- removed when the session ends, and by recover() once <pid> is gone.
+local SESSION_FILTER = "^.+%.(%d+)%-%x+%.[%a]+%-seccomp%.bpf$"
+
+local function session_filter_path(dir, id, filter)
+  local base = socket_path(dir, id):match("([^/]*)%.sock$")
+  local rand = (uv.random(6) or tostring(uv.hrtime())):gsub(".", function(c)
+    return string.format("%02x", c:byte())
+  end)
+  return string.format("%s/%s.%d-%s.%s", dir, base, int(uv.os_getpid()), rand, filter.name)
+end
+
+local function write_filter(path, filter)
+  local prog = filter.program()
+  local fd, err = uv.fs_open(path, "wx", 384) -- O_CREAT | O_EXCL
+  if not fd then
+    return nil, "isolation: runtime_dir: cannot write the " .. filter.what .. " " .. show(path) .. " ("
+      .. tostring(err) .. ")"
+  end
+  local n, werr = uv.fs_write(fd, prog, 0)
+  local ok, cerr = uv.fs_fchmod(fd, 384)
+  uv.fs_close(fd)
+  if n ~= #prog or not ok then
+    uv.fs_unlink(path)
+    return nil, "isolation: runtime_dir: cannot write the " .. filter.what .. " " .. show(path) .. " ("
+      .. tostring(werr or cerr or "short write") .. ")"
+  end
+  return true
+end
+
+local function remove_filter(path)
+  if not path then return end
+  local st = uv.fs_lstat(path)
+  if st and st.type == "file" then uv.fs_unlink(path) end
+end
+
 ------------------------------------------------------------------------------
 -- Recovery
 
@@ -349,6 +392,11 @@ function M.recover(runtime_dir)
     if kind == "socket" or kind == "unknown" then
       local path = dir .. "/" .. name
       if remove_dead_socket(path) then removed[#removed + 1] = path end
+    elseif kind == "file" and name:find(SESSION_FILTER) then
+      -- a session filter of a manager that is gone (kill(pid, 0): ESRCH)
+      local pid = tonumber(name:match(SESSION_FILTER))
+      local alive, _, code = uv.kill(pid, 0)
+      if not alive and code == "ESRCH" then uv.fs_unlink(dir .. "/" .. name) end
     end
   end
   return #removed, removed
@@ -676,6 +724,7 @@ function Manager:_teardown(s, reason)
   s.proxy = nil
   if p then pcall(p.close, p) end
   self:_remove_socket(s.proxy_socket)
+  remove_filter(s.seccomp_file)
   local moved
   if s._protect_watch then
     local failed, lines
@@ -683,6 +732,12 @@ function Manager:_teardown(s, reason)
     s._protect_watch = nil
     for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
     s.protect_moved, s.protect_failed = moved, failed
+  end
+  if s._setid_watch then
+    local cleared, failed, lines = setid.check(s._setid_watch)
+    s._setid_watch = nil
+    for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
+    s.setid_cleared, s.setid_failed = cleared, failed
   end
   if s.limits_via == "cgroup" then pcall(limits.cleanup) end -- one a killed line left
   if self._on_end then
@@ -694,6 +749,36 @@ function Manager:_teardown(s, reason)
     if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
   end
   return true
+end
+
+-- A workdir or bind that contains, or lies inside, what this manager uses
+-- to build and police sandboxes is refused (isolation.hostpaths): the
+-- runtime directory (its filter files and every session's proxy socket;
+-- read-only binds too, since connect() needs no write to the mount), the
+-- audit log, the bridge program and the module's own files.
+function Manager:_check_host_paths(spec)
+  local home = os.getenv("HOME")
+  local places = { { name = "isolation: workdir", path = spec.workdir } }
+  for _, field in ipairs({ "binds", "ro_binds" }) do
+    local list = spec[field]
+    for i, p in ipairs(type(list) == "table" and list or {}) do
+      if type(p) == "string" then
+        if p:sub(1, 6) == "$HOME/" and home and home:sub(1, 1) == "/" then p = home .. p:sub(6) end
+        places[#places + 1] = { name = "isolation: " .. field .. "[" .. i .. "]", path = p,
+          read_only = field == "ro_binds" }
+      end
+    end
+  end
+  local guards = {
+    { name = "the manager's runtime_dir", path = self.runtime_dir, ro = true,
+      why = "it holds the seccomp filter files that launches load and every session's proxy socket" },
+  }
+  if self._audit_log then
+    guards[#guards + 1] = { name = "the audit log (audit_log)", path = self._audit_log,
+      why = "the sandbox could delete it and write a forged one, while the proxies append to the unlinked file" }
+  end
+  for _, g in ipairs(hostpaths.program_guards(spec.bridge_path)) do guards[#guards + 1] = g end
+  return hostpaths.check(places, guards)
 end
 
 --- Launches a session (docs/policy-and-sessions.md). Returns the session, or nil, err with
@@ -770,9 +855,12 @@ function Manager:launch(req)
   if seccomp ~= nil and not FILTERS[seccomp] then
     return nil, "isolation: seccomp must be \"sandbox\" (the default) or \"tty\" (got " .. show(seccomp) .. ")"
   end
+  local filter
   if cfg.mode == "bwrap" and is_local(target) then
-    spec.seccomp_file, err = ensure_filter(self.runtime_dir, seccomp)
-    if not spec.seccomp_file then return nil, err end
+    -- a root launch: what only root may read here is masked inside
+    spec.mask_files, spec.mask_dirs = hostpaths.root_masks()
+    filter = FILTERS[seccomp or "sandbox"]
+    spec.seccomp_file = session_filter_path(self.runtime_dir, id, filter)
   end
   -- Limits that need a mechanism: the strongest here, or no launch.
   local limits_how
@@ -784,7 +872,7 @@ function Manager:launch(req)
   -- Protected paths: what only the file system knows is added here, and
   -- only where the line runs on this machine (an ssh target's files are
   -- not ours to look at: the binds still hold there, the end check not).
-  local watch
+  local watch, setid_watch
   if is_local(target) and (cfg.mode ~= "") then
     local warnings
     warnings, err = protect.prepare(spec, os.getenv("HOME"))
@@ -792,6 +880,7 @@ function Manager:launch(req)
     for _, w in ipairs(warnings) do self:_log("isolation: session " .. show(id) .. ": " .. w) end
     watch, err = protect.watch(spec)
     if not watch then return nil, err end
+    setid_watch = setid.watch(spec, os.getenv("HOME"))
   elseif (cfg.mode == "docker" or cfg.mode == "podman") and spec.protect == nil then
     -- docker would create each missing protected path on the target as a
     -- root-owned directory (.git/commondir as a directory breaks git), and
@@ -812,13 +901,22 @@ function Manager:launch(req)
   if cfg.mode ~= "" and is_local(target) then
     ok, err = check_local_paths(spec)
     if not ok then return nil, err end
+    ok, err = self:_check_host_paths(spec)
+    if not ok then return nil, err end
   end
 
+  -- The session's own copy of the filter, written now that nothing can
+  -- refuse the launch any more (but the proxy), and removed when it ends.
+  if filter then
+    ok, err = write_filter(spec.seccomp_file, filter)
+    if not ok then return nil, err end
+  end
   local s = {
+    seccomp_file = spec.seccomp_file,
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
     isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
     remote_socket = remote_socket,
-    _protect_watch = watch,
+    _protect_watch = watch, _setid_watch = setid_watch,
     limits_via = spec.limits_via, limits_how = limits_how,
   }
   if uses_proxy then
@@ -832,7 +930,10 @@ function Manager:launch(req)
     p, err = call(isolation.proxy, { allow = allow, unix = path, audit_log = self._audit_log,
       accept_listeners = spec.bridge == "pass" and 2 or nil,
       session = self._audit_log and id, max_connections = req.max_connections or self._max_connections })
-    if not p then return nil, err end
+    if not p then
+      remove_filter(s.seccomp_file)
+      return nil, err
+    end
     s.proxy, s.proxy_socket = p, path
   end
 
@@ -854,9 +955,14 @@ function Manager:launch(req)
     s.proxy = nil
     if p then pcall(p.close, p) end
     self:_remove_socket(s.proxy_socket)
+    remove_filter(s.seccomp_file)
     self._starting[id] = nil
     if watch then -- a launcher may fail after it started something
       local _, _, lines = protect.check(watch)
+      for _, l in ipairs(lines) do self:_log("isolation: session " .. show(id) .. ": " .. l) end
+    end
+    if setid_watch then
+      local _, _, lines = setid.check(setid_watch)
       for _, l in ipairs(lines) do self:_log("isolation: session " .. show(id) .. ": " .. l) end
     end
     if ended == "closed" then return nil, "isolation: this session manager was closed during the launch" end

@@ -88,6 +88,13 @@ struct launch_spec {
     size_t nbinds;
     const char *ro_binds[LAUNCH_MAX_BINDS];
     size_t nro_binds;
+    /* bwrap only: covered by /dev/null, and by an empty tmpfs (a root
+     * launch's files only root may read; chosen by isolate and the session
+     * manager, which look) */
+    const char *mask_files[LAUNCH_MAX_BINDS];
+    size_t nmask_files;
+    const char *mask_dirs[LAUNCH_MAX_BINDS];
+    size_t nmask_dirs;
     const char *ca_cert; /* NULL when not given */
     enum launch_bridge bridge;
     const char *bridge_path; /* NULL unless bridge is builtin or pass */
@@ -188,7 +195,7 @@ struct mount {
 };
 
 #define LAUNCH_MAX_MOUNTS                                                      \
-    (2 * LAUNCH_MAX_BINDS + LAUNCH_MAX_PROTECT + LAUNCH_MAX_PINS + 64)
+    (4 * LAUNCH_MAX_BINDS + LAUNCH_MAX_PROTECT + LAUNCH_MAX_PINS + 64)
 
 /*
  * launch_protect.c: reads protect and agent_config into s (after workdir);

@@ -261,6 +261,19 @@ size_t launch_bwrap_mounts(const struct launch_spec *s, struct mount *out)
     /* a contradiction was refused by launch_bwrap_check_order already */
     (void)order_user_mounts(out + first, n - first, &x, &y);
 
+    /*
+     * After every user mount, so that no bind shows them again: what only
+     * root may read on the host (mask_files, mask_dirs), which a root
+     * launch would read inside as their owner (--cap-drop leaves the
+     * owner's own permission).
+     */
+    for (size_t i = 0; i < s->nmask_files; i++)
+        out[n++] = (struct mount){MOUNT_RO, "/dev/null", s->mask_files[i],
+                                  "masked: only root may read it"};
+    for (size_t i = 0; i < s->nmask_dirs; i++)
+        add(out, &n, MOUNT_TMPFS, s->mask_dirs[i],
+            "masked, empty: only root may read it");
+
     if (s->deny) {
         /* Read-only: connect() needs no write to the mount, and the
          * sandbox (the socket's owner when the proxy's user launched it)

@@ -18,7 +18,7 @@ static const char *const spec_keys[] = {
     "proxy_port", "socks_port",   "binds",   "ro_binds",   "ca_cert",
     "bridge",     "bridge_path",  "tty",     "seccomp_fd", "seccomp_file",
     "protect",    "agent_config", "limits",  "limits_via", "reap",
-    NULL};
+    "mask_files", "mask_dirs",    NULL};
 
 /*
  * Host paths that are never bound, as a workdir or a bind: the root, the
@@ -247,7 +247,7 @@ static int check_keys(lua_State *L, int idx)
                             "ca_cert, bridge, bridge_path, tty, "
                             "seccomp_fd, seccomp_file, env_pass, env_set, "
                             "env_inherit, protect, agent_config, limits, "
-                            "limits_via, reap, gpu)",
+                            "limits_via, reap, gpu, mask_files, mask_dirs)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -623,6 +623,15 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     v = get_field(L, idx, "ro_binds");
     if (!check_bind_list(L, v, "ro_binds", docker, false, s->ro_binds,
                          &s->nro_binds))
+        return 0;
+
+    v = get_field(L, idx, "mask_files");
+    if (!check_bind_list(L, v, "mask_files", docker, false, s->mask_files,
+                         &s->nmask_files))
+        return 0;
+    v = get_field(L, idx, "mask_dirs");
+    if (!check_bind_list(L, v, "mask_dirs", docker, false, s->mask_dirs,
+                         &s->nmask_dirs))
         return 0;
 
     v = get_field(L, idx, "ca_cert");

@@ -27,6 +27,7 @@
 #include <linux/seccomp.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <linux/netlink.h>
 #include <linux/sched.h>
@@ -34,6 +35,7 @@
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 /*
  * The ABIs checked, by the family of the build. The family, not the
@@ -144,6 +146,18 @@ SYSCALL(clone, 56, 56, 120, 220, 120);
 SYSCALL(clone3, 435, 435, 435, 435, 435);
 SYSCALL(socket, 41, 41, 359, 198, 281);
 SYSCALL(socketcall, NONE, NONE, 102, NONE, NONE); /* i386 (ARM EABI: none) */
+SYSCALL(chmod, 90, 90, 15, NONE, 15);
+SYSCALL(fchmod, 91, 91, 94, 52, 94);
+SYSCALL(fchmodat, 268, 268, 306, 53, 333);
+SYSCALL(fchmodat2, 452, 452, 452, 452, 452);
+SYSCALL(open, 2, 2, 5, NONE, 5);
+SYSCALL(openat, 257, 257, 295, 56, 322);
+SYSCALL(openat2, 437, 437, 437, 437, 437);
+SYSCALL(creat, 85, 85, 8, NONE, 8);
+SYSCALL(mknod, 133, 133, 14, NONE, 14);
+SYSCALL(mknodat, 259, 259, 297, 33, 324);
+SYSCALL(mkdir, 83, 83, 39, NONE, 39);
+SYSCALL(mkdirat, 258, 258, 296, 34, 323);
 
 /* One refusal: when the call is `sys` and every test holds, `action`. */
 enum test {
@@ -181,6 +195,18 @@ struct rule {
 #define REQ_TIOCLINUX 0x541Cu
 _Static_assert(TIOCSTI == REQ_TIOCSTI, "TIOCSTI is not 0x5412 here");
 _Static_assert(TIOCLINUX == REQ_TIOCLINUX, "TIOCLINUX is not 0x541C here");
+
+/*
+ * The set-user-ID and set-group-ID bits of a mode (S_ISUID | S_ISGID), and
+ * the open flags that create a file and so read the mode: O_CREAT and
+ * __O_TMPFILE (O_TMPFILE without its O_DIRECTORY, which differs between
+ * x86 and arm; O_CREAT is 0100 on both).
+ */
+#define MODE_SETID 06000u
+#define OPEN_CREATES (0100u | 020000000u)
+_Static_assert(S_ISUID == 04000 && S_ISGID == 02000, "set-id bits");
+_Static_assert(O_CREAT == 0100 && (O_TMPFILE & 020000000) == 020000000,
+               "open's create flags");
 
 /* One rule a line, so that the tables read as tables. */
 /* clang-format off */
@@ -287,6 +313,28 @@ static const struct rule sandbox_rules[] = {
      * whose C library uses socketcall cannot make sockets (on an x86_64
      * kernel any process can enter there with int 0x80) */
     REFUSE_IF(sys_socketcall, EPERM, 0, ARG_EQ, SOCKETCALL_SOCKET),
+    /* set-user-ID and set-group-ID files: bwrap's nosuid holds on the
+     * sandbox's mounts only, and the workdir is the host's: a root launch
+     * could leave a setuid-root shell there for any local user, any launch
+     * a program that runs as its user (issue 27.4). Refused wherever a mode
+     * is given: chmod and its relatives, and file creation with the bits
+     * (open and openat only when they create: O_CREAT or O_TMPFILE).
+     * openat2's mode is in a struct behind a pointer: ENOSYS, and the C
+     * library falls back to openat */
+    REFUSE_IF(sys_chmod, EPERM, 1, ARG_ANY_BIT, MODE_SETID),
+    REFUSE_IF(sys_fchmod, EPERM, 1, ARG_ANY_BIT, MODE_SETID),
+    REFUSE_IF(sys_fchmodat, EPERM, 2, ARG_ANY_BIT, MODE_SETID),
+    REFUSE_IF(sys_fchmodat2, EPERM, 2, ARG_ANY_BIT, MODE_SETID),
+    REFUSE_IF2(sys_open, EPERM, 1, ARG_ANY_BIT, OPEN_CREATES, 2, ARG_ANY_BIT,
+               MODE_SETID),
+    REFUSE_IF2(sys_openat, EPERM, 2, ARG_ANY_BIT, OPEN_CREATES, 3, ARG_ANY_BIT,
+               MODE_SETID),
+    REFUSE(sys_openat2, ENOSYS),
+    REFUSE_IF(sys_creat, EPERM, 1, ARG_ANY_BIT, MODE_SETID),
+    REFUSE_IF(sys_mknod, EPERM, 1, ARG_ANY_BIT, MODE_SETID),
+    REFUSE_IF(sys_mknodat, EPERM, 2, ARG_ANY_BIT, MODE_SETID),
+    REFUSE_IF(sys_mkdir, EPERM, 1, ARG_ANY_BIT, MODE_SETID),
+    REFUSE_IF(sys_mkdirat, EPERM, 2, ARG_ANY_BIT, MODE_SETID),
 };
 
 /* Where an argument's low 32 bits sit in its 64-bit slot: byte order. */
