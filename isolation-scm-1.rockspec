@@ -39,6 +39,7 @@ build = {
     },
     ["isolation.cli"] = "lua/isolation/cli.lua",
     ["isolation.limits"] = "lua/isolation/limits.lua",
+    ["isolation.gitcheck"] = "lua/isolation/gitcheck.lua",
     ["isolation.json"] = "lua/isolation/json.lua",
     ["isolation.policy"] = "lua/isolation/policy.lua",
     ["isolation.preflight"] = "lua/isolation/preflight.lua",

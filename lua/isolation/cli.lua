@@ -1115,7 +1115,7 @@ local function run(o, spec, allow)
   run_loop()
   drain(proxy)
   teardown()
-  local _, _, plines = protect.check(watch)
+  local _, _, plines, cut = protect.check(watch)
   for _, l in ipairs(plines) do io.stderr:write("isolate: ", l, "\n") end
   -- the line removes its cgroup itself; this catches one it could not
   pcall(require("isolation.limits").cleanup)
@@ -1143,6 +1143,13 @@ local function run(o, spec, allow)
       local h = hostless[code]
       io.stderr:write(string.format("isolate:   %s (%d, the first: %s)\n", code, h.n, h.reason))
     end
+  end
+  if cut then
+    -- a walk cut short is a failure, never a silent pass: the command's own
+    -- status is said first, then isolate fails
+    io.stderr:write(string.format("isolate: the command exited with status %d; the end check of the workdir was "
+      .. "cut short (%s): exit 125\n", status or EXIT_FAILURE, cut))
+    return 125
   end
   return status or EXIT_FAILURE
 end

@@ -612,15 +612,18 @@ function Manager:_teardown(s, reason)
   self:_remove_socket(s.proxy_socket)
   local moved
   if s._protect_watch then
-    local failed, lines
-    moved, failed, lines = protect.check(s._protect_watch)
+    local failed, lines, cut
+    moved, failed, lines, cut = protect.check(s._protect_watch)
     s._protect_watch = nil
     for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
     s.protect_moved, s.protect_failed = moved, failed
+    -- a walk cut short is a failure: on_end gets why (s.end_check_error
+    -- and its fourth argument)
+    s.end_check_error = cut
   end
   if s.limits_via == "cgroup" then pcall(limits.cleanup) end -- one a killed line left
   if self._on_end then
-    local ok, err = pcall(self._on_end, s, reason, moved)
+    local ok, err = pcall(self._on_end, s, reason, moved, s.end_check_error)
     if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
   end
   return true
