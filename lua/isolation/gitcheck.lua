@@ -278,10 +278,12 @@ end
 
 -- Does the directory whose entries are `names` look like a git directory
 -- (git's is_git_directory: a valid HEAD, and objects/ and refs/ or a
--- commondir that provides them)? Loose on the second part: more is
--- checked, never less.
+-- commondir that provides them)? Loose on the commondir (present, of any
+-- kind): more is checked, never less. Like git, only HEAD's first 40 bytes
+-- count (.git/logs has a HEAD that starts with an object id, and refs/, but
+-- no objects/).
 local function looks_gitdir(dir, names)
-  if not names.HEAD or not (names.objects or names.refs or names.commondir) then return false end
+  if not names.HEAD or not ((names.objects and names.refs) or names.commondir) then return false end
   local path = dir .. "/HEAD"
   if names.HEAD == "link" then
     local t = uv.fs_readlink(path)
