@@ -113,6 +113,9 @@ local ALLOWED = {
 local ALLOWED_SUB = {
   remote = { url = true, pushurl = true, fetch = true },
   branch = { remote = true, merge = true, rebase = true },
+  -- git submodule add: what `git submodule init` would write from
+  -- .gitmodules (update, which may name a command, is not kept)
+  submodule = { url = true, active = true },
 }
 M.CONFIG_ALLOWED = { plain = ALLOWED, sub = ALLOWED_SUB }
 
@@ -218,7 +221,10 @@ function M.parse_config(text)
   return out
 end
 
-local function allowed(e)
+local function allowed(e, worktree_ok)
+  if e.sub == nil and e.section == "core" and e.key == "worktree" then
+    return worktree_ok ~= nil and e.value ~= nil and worktree_ok(e.value)
+  end
   if e.sub == nil then return ALLOWED[e.section] ~= nil and ALLOWED[e.section][e.key] == true end
   return ALLOWED_SUB[e.section] ~= nil and ALLOWED_SUB[e.section][e.key] == true
 end
@@ -230,13 +236,15 @@ end
 
 --- The config text with the allowed keys only, and the names of the keys
 --- removed (`section[.sub].key`, escaped; a parse error is named too).
-function M.filter_config(text)
+--- core.worktree is kept when worktree_ok(value) says so (a submodule's git
+--- directory names its work tree: one inside the workdir).
+function M.filter_config(text, worktree_ok)
   local entries, perr = M.parse_config(text)
   local kept, removed, order = {}, {}, {}
   for _, e in ipairs(entries) do
     local name = e.section .. (e.sub and ("." .. e.sub) or "") .. "." .. e.key
     local bad = (e.value and e.value:find("[%z\1-\8\11-\31\127]")) or (e.sub and e.sub:find("[%z\n]"))
-    if allowed(e) and not bad then
+    if allowed(e, worktree_ok) and not bad then
       local head = e.sub and string.format('[%s "%s"]', e.section, e.sub:gsub('[\\"]', "\\%0"))
         or "[" .. e.section .. "]"
       if not kept[head] then
@@ -567,7 +575,10 @@ function M.check(workdir, start, stamp)
     for _, rel in ipairs(g.configs) do
       local path = g.path .. "/" .. rel
       local text = read_file(path) or ""
-      local new, removed = M.filter_config(text)
+      local new, removed = M.filter_config(text, function(v)
+        local real = uv.fs_realpath(v:sub(1, 1) == "/" and v or (g.path .. "/" .. v))
+        return real ~= nil and (real == realwd or real:sub(1, #realwd + 1) == realwd .. "/")
+      end)
       if #removed > 0 then
         local entry = { path = path, was = "git", now = "config keys removed: " .. table.concat(removed, ", ") }
         local ok, err = move(g, rel, stamp)
