@@ -158,7 +158,7 @@ for _, how in ipairs({ "isolate", "session" }) do
     it("src/ made a bare repository with core.pager (and core.worktree): the host's git log there runs nothing "
       .. "and checkout writes nothing outside", function()
       if helpers.skip_without_bwrap() then return end
-      local code, report = run_inside(how, root, wd, "mkdir -p src && cd src && git init -q --bare . && "
+      local code, report = run_inside(how, root, wd, GIT .. " clone -q --bare . src && cd src && "
         .. "git config core.pager " .. shq(PAGER:format(root)) .. " && git config core.worktree " .. shq(host))
       assert.equal(0, code, report)
       assert.matches("git: " .. wd .. "/src: moved aside to ", report, 1, true)
@@ -173,8 +173,10 @@ for _, how in ipairs({ "isolate", "session" }) do
       function()
         if helpers.skip_without_bwrap() then return end
         sh("rm -rf " .. shq(wd .. "/.git"))
-        local code, report = run_inside(how, root, wd, "git init -q --bare . && git config core.pager "
-          .. shq(PAGER:format(root)))
+        -- with a commit, so that git log has something to page
+        local code, report = run_inside(how, root, wd, GIT .. " init -q --bare . && c=$(" .. GIT .. " commit-tree "
+          .. "-m x $(git mktree </dev/null)) && git update-ref refs/heads/main $c && git symbolic-ref HEAD "
+          .. "refs/heads/main && git config core.pager " .. shq(PAGER:format(root)))
         assert.equal(0, code, report)
         assert.matches("git: " .. wd .. ": moved aside to ", report, 1, true)
         sh("cd " .. shq(wd) .. " && script -qec 'git log' /dev/null >/dev/null 2>&1; true")
