@@ -257,6 +257,29 @@ for _, how in ipairs({ "isolate", "session" }) do
   end)
 end
 
+describe("gitcheck: what was there at launch", function()
+  local root
+  before_each(function() root = helpers.tmpdir() end)
+  after_each(function() helpers.rmtree(root) end)
+
+  it("a symbolic link the user made before (.git/hooks to a shared directory) stays, and nothing is moved "
+    .. "through it, even a file there changed meanwhile", function()
+    local wd = root .. "/wd"
+    sh("mkdir -p " .. shq(root .. "/shared") .. " && echo x > " .. shq(root .. "/shared/pre-commit") .. " && "
+      .. GIT .. " init -q " .. shq(wd .. "/sub") .. " && rm -rf " .. shq(wd .. "/sub/.git/hooks") .. " && ln -s "
+      .. shq(root .. "/shared") .. " " .. shq(wd .. "/sub/.git/hooks") .. " && sleep 0.05")
+    local s, us = uv.gettimeofday()
+    helpers.write(root .. "/shared/pre-commit", "changed on the host during the session\n")
+    local moved, failed, lines, cut = gitcheck.check(wd, s + us / 1e6, "t")
+    assert.same({}, moved)
+    assert.same({}, failed)
+    assert.same({}, lines)
+    assert.is_nil(cut)
+    assert.equal("link", uv.fs_lstat(wd .. "/sub/.git/hooks").type)
+    assert.is_true(helpers.exists(root .. "/shared/pre-commit"))
+  end)
+end)
+
 describe("gitcheck: a walk cut short", function()
   local root
   before_each(function()

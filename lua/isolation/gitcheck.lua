@@ -379,6 +379,14 @@ end
 local HOOK_SAMPLE = "%.sample$"
 local INFO_ALLOWED = { exclude = true, ["sparse-checkout"] = true, refs = true }
 
+-- A directory's entries, only when it is a real directory: a symbolic link
+-- that was there at launch (.git/hooks -> elsewhere) is the user's, and
+-- nothing is moved through it.
+local function scan_real(path)
+  local st = uv.fs_lstat(path)
+  return st and st.type == "directory" and uv.fs_scandir(path) or nil
+end
+
 -- The entries of g changed in the session that git would not have written
 -- (appended to g.bad); configs to filter in g.configs.
 local function check_gitdir(g, start, realwd)
@@ -394,7 +402,7 @@ local function check_gitdir(g, start, realwd)
   while #stack > 0 do
     local rel = table.remove(stack)
     dirs = dirs + 1
-    local h = dirs < M.DIR_LIMIT and uv.fs_scandir(gd .. "/" .. rel)
+    local h = dirs < M.DIR_LIMIT and scan_real(gd .. "/" .. rel)
     while h do
       local name, kind = uv.fs_scandir_next(h)
       if not name then break end
@@ -423,7 +431,7 @@ local function check_gitdir(g, start, realwd)
     if c and st.type == "file" and not g.bad[rel] then g.configs[#g.configs + 1] = rel end
   end
   for _, dir in ipairs({ "hooks", "info" }) do
-    local h = uv.fs_scandir(gd .. "/" .. dir)
+    local h = scan_real(gd .. "/" .. dir)
     while h do
       local name, kind = uv.fs_scandir_next(h)
       if not name then break end
@@ -455,7 +463,7 @@ local function check_gitdir(g, start, realwd)
     local path = gd .. "/" .. rel
     if uv.fs_lstat(path) and not g.bad[rel] then
       local any = changed(path, start)
-      local h = not any and uv.fs_scandir(path)
+      local h = not any and scan_real(path)
       while h do
         local name = uv.fs_scandir_next(h)
         if not name then break end
