@@ -257,6 +257,16 @@ for _, how in ipairs({ "isolate", "session" }) do
   end)
 end
 
+describe("gitcheck: dry_run", function()
+  it("says that the git directories are checked at the end, and that a cut walk fails the run", function()
+    local text = assert(require("isolation").dry_run({ config = { mode = "bwrap", network = "deny" },
+      workdir = "/w", command = "true" }))
+    assert.matches("git directories below the workdir (.git, bare repositories, modules, worktrees): checked when "
+      .. "the session ends against what git writes", text, 1, true)
+    assert.matches("a walk cut short fails the run", text, 1, true)
+  end)
+end)
+
 describe("gitcheck: what was there at launch", function()
   local root
   before_each(function() root = helpers.tmpdir() end)
