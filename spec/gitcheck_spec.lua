@@ -259,7 +259,7 @@ end
 
 describe("gitcheck: dry_run", function()
   it("says that the git directories are checked at the end, and that a cut walk fails the run", function()
-    local text = assert(require("isolation").dry_run({ config = { mode = "bwrap", network = "deny" },
+    local text = assert(require("isolation").dry_run({ config = { mode = "bwrap", network = "none" },
       workdir = "/w", command = "true" }))
     assert.matches("git directories below the workdir (.git, bare repositories, modules, worktrees): checked when "
       .. "the session ends against what git writes", text, 1, true)
