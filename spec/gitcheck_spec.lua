@@ -91,7 +91,7 @@ local function run_inside(how, root, wd, command)
   local s = assert(mgr:launch({ id = "s1", project = project("none"), agent = "claude", workdir = wd,
     command = "(" .. command .. ") > /dev/null 2>&1; echo done > " .. shq(root .. "/wd-done") }))
   -- the done file is outside the workdir: only the line's end is waited for
-  local ok = glue.wait(function() mgr:poll() return s.state == "ended" end, 120)
+  local ok = glue.wait(function() mgr:poll() return s.state == "ended" end, 400)
   mgr:close()
   assert.is_true(ok, tostring(helpers.read(root .. "/launch.log")))
   return 0, table.concat(said, "\n"), cut
@@ -256,6 +256,36 @@ for _, how in ipairs({ "isolate", "session" }) do
       end)
   end)
 end
+
+describe("gitcheck: the report", function()
+  local root
+  before_each(function()
+    root = helpers.tmpdir()
+    assert(uv.fs_mkdir(root .. "/wd", 448))
+  end)
+  after_each(function() helpers.rmtree(root) end)
+
+  it("isolate: a repository whose path holds a newline and an escape sequence is named with each such byte as "
+    .. "\\xNN, on one line", function()
+    if helpers.skip_without_bwrap() then return end
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(root .. "/wd") .. " -- bash -c "
+      .. shq("d=$'r\\n\\033[31mx' && git init -q \"$d\" && echo x > \"$d/.git/hooks/pre-commit\""))
+    assert.equal(0, code, err)
+    local line = assert(err:match("isolate: protect: git: [^\n]*"), err)
+    assert.matches("/wd/r\\x0a\\x1b[31mx/.git: moved aside to ", line, 1, true)
+    assert.matches("hooks/pre-commit (a hook made or changed inside the sandbox", line, 1, true)
+    assert.is_nil(err:find("\27", 1, true), err)
+  end)
+
+  it("isolate: a protected path made a link whose target holds an escape sequence is reported escaped", function()
+    if helpers.skip_without_bwrap() then return end
+    local code, _, err = helpers.run(ISOLATE .. " --workdir " .. shq(root .. "/wd") .. " -- bash -c "
+      .. shq("ln -s $'t\\n\\033]0;x\\007' .mcp.json"))
+    assert.equal(0, code, err)
+    assert.matches("symlink:t\\x0a\\x1b]0;x\\x07 after); moved aside to ", err, 1, true)
+    assert.is_nil(err:find("\27", 1, true), err)
+  end)
+end)
 
 describe("gitcheck: dry_run", function()
   it("says that the git directories are checked at the end, and that a cut walk fails the run", function()

@@ -46,7 +46,7 @@ local READ_MAX = 1 << 20
 
 --- Bytes outside 0x20-0x7e, and the backslash, as \xNN (as the events do).
 function M.escape(s)
-  return (tostring(s):gsub("[^\32-\91\93-\126]", function(c) return string.format("\\x%02x", c:byte()) end))
+  return (tostring(s):gsub("[%z\1-\31\\\127-\255]", function(c) return string.format("\\x%02x", c:byte()) end))
 end
 local esc = M.escape
 

@@ -9,6 +9,7 @@
 local uv = require("luv")
 local isolation = require("isolation")
 local gitcheck = require("isolation.gitcheck")
+local esc = gitcheck.escape
 
 local M = {}
 
@@ -182,12 +183,12 @@ function M.check(watch)
   local lines = {}
   for _, m in ipairs(moved) do
     lines[#lines + 1] = string.format("protect: %s was created or replaced inside the sandbox (%s before, %s "
-      .. "after); moved aside to %s", m.path, m.was, m.now, m.moved_to)
+      .. "after); moved aside to %s", esc(m.path), esc(m.was), esc(m.now), esc(m.moved_to))
   end
   for _, f in ipairs(failed) do
     lines[#lines + 1] = string.format("protect: %s was created or replaced inside the sandbox (%s before, %s "
-      .. "after) and could NOT be moved aside (%s): check it before a host program runs it", f.path, f.was,
-      f.now, f.error)
+      .. "after) and could NOT be moved aside (%s): check it before a host program runs it", esc(f.path), esc(f.was),
+      esc(f.now), esc(f.error))
   end
   local cut
   if watch.nested then
