@@ -40,6 +40,7 @@ build = {
     ["isolation.cli"] = "lua/isolation/cli.lua",
     ["isolation.limits"] = "lua/isolation/limits.lua",
     ["isolation.hostpaths"] = "lua/isolation/hostpaths.lua",
+    ["isolation.gitcheck"] = "lua/isolation/gitcheck.lua",
     ["isolation.json"] = "lua/isolation/json.lua",
     ["isolation.policy"] = "lua/isolation/policy.lua",
     ["isolation.preflight"] = "lua/isolation/preflight.lua",

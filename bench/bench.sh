@@ -2,7 +2,7 @@
 # bench/bench.sh - `make bench`: the shared proxy benchmark with the
 # project's proxy plugged in (TCP and unix socket) next to tinyproxy, squid,
 # asrt and asrt-uds; the shared sandbox start cost; then the project's own
-# bridge.sh, startup.sh (with hyperfine, then interleaved) and noisy.sh. Results:
+# bridge.sh, startup.sh (with hyperfine, then interleaved), gitcheck.sh and noisy.sh. Results:
 # bench/results/bench-YYYY-MM-DD.md.
 #
 #   QUICK=1        the harness's --quick, fewer runs everywhere (~2-3 min)
@@ -67,6 +67,8 @@ log "deny launch start cost -> $OUT"
 # the same rows again, interleaved: their ratios on a shared machine
 IL_RUNS=60; [ -n "$QUICK" ] && IL_RUNS=20
 "$REPO/bench/startup.sh" --out "$OUT" --interleave --runs "$IL_RUNS" || rc=1
+log "git end check -> $OUT"
+"$REPO/bench/gitcheck.sh" --out "$OUT" || rc=1
 log "noisy neighbour -> $OUT"
 "$REPO/bench/noisy.sh" --out "$OUT" || rc=1
 log "results in $OUT"

@@ -50,13 +50,15 @@ local WORKDIR_NAME = "w\27]0;owned\7\r\nisolate: protect: nothing changed\155\12
 
 local function hex(s) return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end)) end
 
--- Inside: each name gets .git/config (a nested repository made in the
--- session), and .vscode/tasks.json appears (a protected path that was missing).
+-- Inside: each name gets a .git that git takes for a repository (HEAD,
+-- objects/, refs/) with a config that runs a program (made in the session), and .vscode/tasks.json appears (a protected path that was missing).
 local MAKE = [[
 import os
 for h in open("names.hex").read().split():
     p = bytes.fromhex(h)
-    os.makedirs(p + b"/.git")
+    os.makedirs(p + b"/.git/objects")
+    os.makedirs(p + b"/.git/refs/heads")
+    open(p + b"/.git/HEAD", "wb").write(b"ref: refs/heads/main\n")
     open(p + b"/.git/config", "wb").write(b"[core]\n\tfsmonitor = evil\n")
 os.makedirs(".vscode", exist_ok=True)
 open(".vscode/tasks.json", "w").write("evil\n")
@@ -98,11 +100,12 @@ describe("report lines escape what the sandbox named", function()
   end
 
   -- the lines that name each nested repository and the protected paths
-  local function assert_reports(lines)
+  local function assert_reports(lines, without_git)
     local all = table.concat(lines, "\n")
     local wd = text.escape(work)
-    for _, n in ipairs(names()) do
-      local want = wd .. "/" .. text.escape(n) .. "/.git: a nested repository whose config was made"
+    for _, n in ipairs(without_git and {} or names()) do
+      -- the git check's line for a repository made inside (isolation.gitcheck)
+      local want = "git: " .. wd .. "/" .. text.escape(n) .. "/.git"
       assert.truthy(all:find(want, 1, true), "no line names " .. want)
     end
     assert.truthy(all:find("protect: " .. wd .. "/.vscode was created or replaced inside the sandbox", 1, true), all)
@@ -132,8 +135,12 @@ describe("report lines escape what the sandbox named", function()
     end
     assert.are.equal(err, table.concat(lines, "\n") .. "\n")
     assert_reports(lines)
-    -- the repositories were moved aside, by their real names
-    for _, n in ipairs(names()) do assert.is_nil(uv.fs_lstat(work .. "/" .. n .. "/.git")) end
+    -- each repository keeps its place (the git check moves single entries
+    -- aside, by their real names): its config no longer runs a program
+    for _, n in ipairs(names()) do
+      local config = helpers.read(work .. "/" .. n .. "/.git/config")
+      assert.is_nil((config or ""):find("fsmonitor", 1, true), n)
+    end
   end)
 
   it("the session manager: log lines and on_end's reason and lines are escaped; the paths stay real", function()
@@ -159,8 +166,7 @@ describe("report lines escape what the sandbox named", function()
     for _, l in ipairs(logged) do lines[#lines + 1] = (l:gsub('^isolation: session "esc": ', "")) end
     assert_reports(lines)
     assert.are.equal("exited", ended.reason)
-    -- every nested repository and .vscode: each entry's line is escaped, its paths real
-    assert.are.equal(#names() + 1, #ended.moved)
+    assert.is_true(#ended.moved >= 1)
     for _, m in ipairs(ended.moved) do
       assert.is_nil(raw_byte(m.line), m.line)
       assert.truthy(m.line:find(text.escape(m.path), 1, true), m.line)

@@ -1320,7 +1320,7 @@ local function run(o, spec, allow)
   run_loop()
   drain(proxy)
   teardown()
-  local _, _, plines = protect.check(watch)
+  local _, _, plines, cut = protect.check(watch)
   for _, l in ipairs(plines) do say("isolate: ", l) end
   local _, _, slines = setid.check(setid_watch)
   for _, l in ipairs(slines) do say("isolate: ", l) end
@@ -1355,6 +1355,13 @@ local function run(o, spec, allow)
       local h = hostless[code]
       say(string.format("isolate:   %s (%d): %s", code, h.n, code_text(code)))
     end
+  end
+  if cut then
+    -- a walk cut short is a failure, never a silent pass: the command's own
+    -- status is said first, then isolate fails
+    say(string.format("isolate: the command exited with status %d; the end check of the workdir was "
+      .. "cut short (%s): exit 125", status or EXIT_FAILURE, cut))
+    return 125
   end
   return status or EXIT_FAILURE
 end

@@ -8,6 +8,7 @@
 -- aside whatever the sandbox created in a protected place.
 local uv = require("luv")
 local isolation = require("isolation")
+local gitcheck = require("isolation.gitcheck")
 
 local M = {}
 
@@ -140,116 +141,6 @@ function M.prepare(spec, home)
   return warnings
 end
 
--- A repository nested anywhere below the workdir: the sandbox can make
--- one (git init, clone, a submodule's .git file) or change one that was
--- there, and record it as a gitlink in the workdir's own index or a
--- commit; then a plain `git status` on the host in the workdir runs git in
--- it, and so whatever its config names (core.fsmonitor, a filter driver).
--- What git reads there and runs, or that redirects where it reads it:
-local NESTED_PARTS = { "config", "config.worktree", "commondir", "hooks" }
--- the walk's bound (entries seen): a larger tree is reported, not checked
-M.NESTED_LIMIT = 500000
--- lines naming a nested repository each, at most; then one that counts
-M.NESTED_NAMED = 20
-
-local function ctime_after(path, start)
-  local st = uv.fs_lstat(path)
-  if not st then return false end
-  return st.ctime.sec + st.ctime.nsec / 1e9 > start
-end
-
-local function dirname(path)
-  return path:match("^(.*)/[^/]*$") or "."
-end
-
--- O_RDONLY | O_NONBLOCK (Linux): the sandbox may have left a FIFO where a
--- file is read, and an open that waits for a writer would hang the caller
-local OPEN_NONBLOCK = 0x800
-
--- The first line of a small regular file (a .git file's "gitdir: X", a
--- commondir), or nil.
-local function first_line(path)
-  local fd = uv.fs_open(path, OPEN_NONBLOCK, 0)
-  if not fd then return nil end
-  local st = uv.fs_fstat(fd)
-  local data = st and st.type == "file" and uv.fs_read(fd, 4096, 0) or nil
-  uv.fs_close(fd)
-  return data and data:match("^([^\r\n]*)")
-end
-
-local function relative_to(base, p)
-  if not p or p == "" then return nil end
-  if p:sub(1, 1) == "/" then return p end
-  return base .. "/" .. p
-end
-
--- What of a git directory changed after start (a part's name), or nil;
--- hooks: the directory and each hook in it.
-local function gitdir_changed(gd, start)
-  for _, part in ipairs(NESTED_PARTS) do
-    local path = gd .. "/" .. part
-    if ctime_after(path, start) then return part end
-    if part == "hooks" then
-      local dir = uv.fs_scandir(path)
-      while dir do
-        local name = uv.fs_scandir_next(dir)
-        if not name then break end
-        if ctime_after(path .. "/" .. name, start) then return "hooks/" .. name end
-      end
-    end
-  end
-  return nil
-end
-
--- Why the repository whose .git entry is `dotgit` counts as changed in the
--- session, or nil: the .git file itself, or a part of its git directory or
--- of the common directory that one names.
-local function nested_changed(dotgit, kind, start)
-  local gd = dotgit -- a directory, or a symlink git follows to one
-  if kind ~= "directory" then
-    if ctime_after(dotgit, start) then return ".git " .. (kind or "entry") end
-    if kind == "file" then
-      gd = relative_to(dirname(dotgit), (first_line(dotgit) or ""):match("^gitdir: *(.-) *$"))
-    elseif kind ~= "link" then
-      gd = nil
-    end
-    if not gd then return nil end
-  end
-  local why = gitdir_changed(gd, start)
-  if why then return why end
-  local common = relative_to(gd, first_line(gd .. "/commondir"))
-  return common and gitdir_changed(common, start)
-end
-
--- Every nested .git below workdir (not the workdir's own, not inside a
--- .git; no directory entered through a symlink, though a .git that is one
--- is listed: git follows it): {path, kind}; and whether the bound cut the
--- walk short.
-local function nested_repos(workdir)
-  local found, stack, seen = {}, { workdir }, 0
-  while #stack > 0 do
-    local d = table.remove(stack)
-    local dir = uv.fs_scandir(d)
-    while dir do
-      local name, kind = uv.fs_scandir_next(dir)
-      if not name then break end
-      seen = seen + 1
-      if seen > M.NESTED_LIMIT then return found, true end
-      local path = d .. "/" .. name
-      if kind == nil or kind == "unknown" then
-        local st = uv.fs_lstat(path)
-        kind = st and st.type
-      end
-      if name == ".git" then
-        if d ~= workdir then found[#found + 1] = { path = path, kind = kind } end
-      elseif kind == "directory" then
-        stack[#stack + 1] = path
-      end
-    end
-  end
-  return found, false
-end
-
 --- The state of every protected path before the launch (see
 --- isolation.protect_watch), or nil, err; with the workdir and the time,
 --- for the nested repositories the end check looks at (unless protection
@@ -277,61 +168,14 @@ function M.watch(spec)
   return { c = w, nested = nested }
 end
 
--- Moves aside each nested repository changed in the session; appends to
--- moved / failed and lines.
-local function check_nested(nested, stamp, moved, failed, lines)
-  local repos, cut = nested_repos(nested.workdir)
-  -- a sandbox can make thousands: each is moved, the first few are named
-  local named = 0
-  local function say(line)
-    named = named + 1
-    if named <= M.NESTED_NAMED then lines[#lines + 1] = line end
-  end
-  if cut then
-    lines[#lines + 1] = string.format("protect: nested repositories below %s: not checked, more than %d "
-      .. "entries; a repository the sandbox made or changed there may run code when git runs on the host",
-      nested.workdir, M.NESTED_LIMIT)
-  end
-  for _, r in ipairs(repos) do
-    local why = nested_changed(r.path, r.kind, nested.start)
-    if why then
-      local to = r.path .. ".isolation-quarantine-" .. stamp
-      local ok, err
-      if uv.fs_lstat(to) then
-        ok, err = false, to .. " exists"
-      else
-        ok, err = os.rename(r.path, to)
-      end
-      local entry = { path = r.path, was = "repository", now = "changed: " .. why }
-      if ok then
-        entry.moved_to = to
-        moved[#moved + 1] = entry
-        entry.line = string.format("protect: %s: a nested repository whose %s was made or changed inside the "
-          .. "sandbox (git on the host, even `git status` in the workdir above it, would run what its config "
-          .. "names); moved aside to %s: check its config and hooks, then rename it back", r.path, why, to)
-      else
-        entry.error = tostring(err)
-        failed[#failed + 1] = entry
-        entry.line = string.format("protect: %s: a nested repository whose %s was made or changed inside the "
-          .. "sandbox could NOT be moved aside (%s): check its config and hooks before git runs on the host",
-          r.path, why, tostring(err))
-      end
-      say(entry.line)
-    end
-  end
-  if named > M.NESTED_NAMED then
-    lines[#lines + 1] = string.format("protect: and %d more nested repositories below %s made or changed inside the "
-      .. "sandbox, each moved aside the same way (or named in the list of failures)", named - M.NESTED_NAMED,
-      nested.workdir)
-  end
-end
-
 --- After the session: moves aside what was created or replaced in a
---- protected place. Returns moved, failed (arrays of {path, was, now,
---- moved_to | error, line}) and the lines that report them. The lines (and
---- each entry's `line`) hold the paths as they are, bytes the sandbox
---- chose included: whoever prints or hands them over escapes them
---- (isolation.text), once.
+--- protected place, and each entry of a git directory that git would not
+--- have written (isolation.gitcheck). Returns moved, failed (arrays of
+--- {path, was, now, moved_to | error, line}), the lines that report them
+--- (holding the paths as they are: whoever prints or hands them over
+--- escapes them, once: isolation.text) and,
+--- when the walk of the workdir was cut short, why (a failure: the caller
+--- fails the run and says so).
 function M.check(watch)
   -- the time, and a part the sandbox cannot guess: it could otherwise take
   -- every name the check would try (the check then fails loudly, below)
@@ -349,8 +193,15 @@ function M.check(watch)
       f.now, f.error)
     lines[#lines + 1] = f.line
   end
-  if watch.nested then check_nested(watch.nested, stamp, moved, failed, lines) end
-  return moved, failed, lines
+  local cut
+  if watch.nested then
+    local gmoved, gfailed, glines
+    gmoved, gfailed, glines, cut = gitcheck.check(watch.nested.workdir, watch.nested.start, stamp)
+    for _, m in ipairs(gmoved) do moved[#moved + 1] = m end
+    for _, f in ipairs(gfailed) do failed[#failed + 1] = f end
+    for _, l in ipairs(glines) do lines[#lines + 1] = "protect: " .. l end
+  end
+  return moved, failed, lines, cut
 end
 
 --- The homes no bind may be or contain, each resolved: `home` (the

@@ -727,11 +727,14 @@ function Manager:_teardown(s, reason)
   remove_filter(s.seccomp_file)
   local moved
   if s._protect_watch then
-    local failed, lines
-    moved, failed, lines = protect.check(s._protect_watch)
+    local failed, lines, cut
+    moved, failed, lines, cut = protect.check(s._protect_watch)
     s._protect_watch = nil
     for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
     s.protect_moved, s.protect_failed = moved, failed
+    -- a walk cut short is a failure: on_end gets why (s.end_check_error
+    -- and its fourth argument)
+    s.end_check_error = cut
   end
   if s._setid_watch then
     local cleared, failed, lines = setid.check(s._setid_watch)
@@ -745,7 +748,8 @@ function Manager:_teardown(s, reason)
     -- moved entry the line that reports it (`line`); path and moved_to
     -- stay the real names, for a program that renames them back.
     for _, m in ipairs(moved or {}) do m.line = textmod.escape(m.line or m.path) end
-    local ok, err = pcall(self._on_end, s, textmod.escape(reason), moved)
+    local ok, err = pcall(self._on_end, s, textmod.escape(reason), moved,
+      s.end_check_error and textmod.escape(s.end_check_error))
     if not ok then self:_log("isolation: on_end for session " .. show(s.id) .. " failed: " .. tostring(err)) end
   end
   return true

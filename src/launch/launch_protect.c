@@ -341,6 +341,14 @@ void launch_protect_describe(luaL_Buffer *b, lua_State *L,
                         "the session manager check it when the session "
                         "ends and move what was created there aside "
                         "(<path>.isolation-quarantine-<time>)\n");
+        luaL_addstring(b, "  git directories below the workdir (.git, bare "
+                          "repositories, modules, worktrees): checked when "
+                          "the session ends against what git writes (only "
+                          "regular files and directories, valid HEAD and "
+                          "refs, hooks only *.sample, config only the keys "
+                          "git init and clone write); each failing entry "
+                          "moved aside alone; a walk cut short fails the "
+                          "run\n");
     }
     if (!launch_agent_paths(s->agent)[0])
         return;
