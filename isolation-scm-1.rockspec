@@ -43,6 +43,7 @@ build = {
     ["isolation.policy"] = "lua/isolation/policy.lua",
     ["isolation.preflight"] = "lua/isolation/preflight.lua",
     ["isolation.protect"] = "lua/isolation/protect.lua",
+    ["isolation.agentcfg"] = "lua/isolation/agentcfg.lua",
     ["isolation.scheduler"] = "lua/isolation/scheduler.lua",
     ["isolation.session"] = "lua/isolation/session.lua",
   },

@@ -8,6 +8,7 @@
 -- aside whatever the sandbox created in a protected place.
 local uv = require("luv")
 local isolation = require("isolation")
+local agentcfg = require("isolation.agentcfg")
 
 local M = {}
 
@@ -137,6 +138,10 @@ function M.prepare(spec, home)
       if err then return nil, err end
     end
   end
+  -- the agent's config by what it writes: every other entry read-only
+  local awarn, aerr = agentcfg.prepare(spec, home)
+  if not awarn then return nil, aerr end
+  for _, w in ipairs(awarn) do warnings[#warnings + 1] = w end
   return warnings
 end
 
@@ -274,7 +279,7 @@ function M.watch(spec)
     local s, us = uv.gettimeofday()
     nested.start = s + us / 1e6 - 0.02
   end
-  return { c = w, nested = nested }
+  return { c = w, nested = nested, agent = agentcfg.watch(spec, os.getenv("HOME")) }
 end
 
 -- Moves aside each nested repository changed in the session; appends to
@@ -343,6 +348,7 @@ function M.check(watch)
       .. "after) and could NOT be moved aside (%s): check it before a host program runs it", f.path, f.was,
       f.now, f.error)
   end
+  agentcfg.check(watch.agent, stamp, moved, failed, lines)
   if watch.nested then check_nested(watch.nested, stamp, moved, failed, lines) end
   return moved, failed, lines
 end
