@@ -290,6 +290,11 @@ local function replace_file(path, text, f, stamp)
   uv.fs_close(fd)
   if not ok then uv.fs_unlink(tmp); return nil, err end
   local aside
+  if not uv.fs_lstat(path) then -- removed (a docker bind can be): put it back
+    ok, err = uv.fs_rename(tmp, path)
+    if not ok then uv.fs_unlink(tmp); return nil, err end
+    return "(nothing: it was removed)"
+  end
   for k = 0, 99 do
     aside = path .. ".isolation-quarantine-" .. stamp .. (k > 0 and ("-" .. k) or "")
     ok, err = uv.fs_link(path, aside)
