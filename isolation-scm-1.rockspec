@@ -46,6 +46,7 @@ build = {
     ["isolation.preflight"] = "lua/isolation/preflight.lua",
     ["isolation.protect"] = "lua/isolation/protect.lua",
     ["isolation.text"] = "lua/isolation/text.lua",
+    ["isolation.agentcfg"] = "lua/isolation/agentcfg.lua",
     ["isolation.scheduler"] = "lua/isolation/scheduler.lua",
     ["isolation.session"] = "lua/isolation/session.lua",
     ["isolation.setid"] = "lua/isolation/setid.lua",

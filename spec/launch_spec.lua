@@ -76,9 +76,10 @@ end
 
 -- The parts of each agent's config that name commands: read-only inside.
 local AGENT_RO = {
-  claude = { "settings.json", "settings.local.json", "commands", "agents", "hooks", "plugins", "skills" },
-  codex = { "config.toml", "prompts", "rules", "skills" },
-  gemini = { "settings.json", "commands", "extensions", ".env" },
+  claude = { "settings.json", "settings.local.json", "commands", "agents", "hooks", "plugins", "skills", "local" },
+  codex = { "config.toml", ".env", "prompts", "rules", "skills", "AGENTS.md" },
+  gemini = { "settings.json", "commands", "extensions", ".env", "policies", "trustedFolders.json", "skills", "agents",
+    "tmp/bin" },
   aider = {},
 }
 local AGENT_DIR = { claude = "$HOME/.claude/", codex = "$HOME/.codex/", gemini = "$HOME/.gemini/", aider = "" }

@@ -9,6 +9,7 @@
 local uv = require("luv")
 local isolation = require("isolation")
 local gitcheck = require("isolation.gitcheck")
+local agentcfg = require("isolation.agentcfg")
 
 local M = {}
 
@@ -138,6 +139,10 @@ function M.prepare(spec, home)
       if err then return nil, err end
     end
   end
+  -- the agent's config by what it writes: every other entry read-only
+  local awarn, aerr = agentcfg.prepare(spec, home)
+  if not awarn then return nil, aerr end
+  for _, w in ipairs(awarn) do warnings[#warnings + 1] = w end
   return warnings
 end
 
@@ -165,7 +170,7 @@ function M.watch(spec)
     local s, us = uv.gettimeofday()
     nested.start = s + us / 1e6 - 0.02
   end
-  return { c = w, nested = nested }
+  return { c = w, nested = nested, agent = agentcfg.watch(spec, os.getenv("HOME")) }
 end
 
 --- After the session: moves aside what was created or replaced in a
@@ -193,6 +198,7 @@ function M.check(watch)
       f.now, f.error)
     lines[#lines + 1] = f.line
   end
+  agentcfg.check(watch.agent, stamp, moved, failed, lines)
   local cut
   if watch.nested then
     local gmoved, gfailed, glines

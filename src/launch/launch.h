@@ -210,6 +210,8 @@ size_t launch_protect_leaves(const struct launch_spec *s, struct mount *out);
 size_t launch_agent_mounts(const struct launch_spec *s, struct mount *out);
 /* The agent's parts that configure commands ("$HOME/..."), NULL-ended. */
 const char *const *launch_agent_protected(const char *agent);
+/* The places the agent writes ("$HOME/..."), NULL-ended. */
+const char *const *launch_agent_writable(const char *agent);
 /* isolation.PROTECTED's built-in value, NULL-terminated. */
 extern const char *const launch_protected_default[];
 

@@ -356,10 +356,12 @@ void launch_protect_describe(luaL_Buffer *b, lua_State *L,
         luaL_addstring(b, "agent config: read-only as a whole (agent_config = "
                           "\"read-only\"): a token refresh does not persist\n");
     } else if (docker) {
-        luaL_addstring(b, "agent config: read-write as a whole under docker, "
-                          "including the parts that name commands the host "
-                          "runs later; agent_config = \"read-only\" binds it "
-                          "read-only\n");
+        luaL_addstring(b, "agent config: read-write under docker, except "
+                          "what isolate and the session manager bind "
+                          "read-only at launch (ro_binds: every entry that is "
+                          "not a place the agent writes, "
+                          "isolation.AGENT_WRITABLE); agent_config = "
+                          "\"read-only\" binds it read-only\n");
     } else {
         luaL_addstring(b, "agent config: read-write (credentials, state), "
                           "except the parts that name commands, read-only "
@@ -368,6 +370,11 @@ void launch_protect_describe(luaL_Buffer *b, lua_State *L,
             luaL_addchar(b, ' ');
             luaL_addstring(b, *a);
         }
-        luaL_addchar(b, '\n');
+        luaL_addstring(b, "\n  isolate and the session manager also bind "
+                          "read-only every other entry that is not a place "
+                          "the agent writes (ro_binds; isolation."
+                          "AGENT_WRITABLE), and at the end move aside what "
+                          "was made elsewhere and undo ~/.claude.json's "
+                          "command keys\n");
     }
 }

@@ -690,36 +690,102 @@ const char *const launch_ca_env[] = {"SSL_CERT_FILE",
 
 /*
  * The agents with files of their own under $HOME, in one table: their
- * config binds (read-write), and within those the parts that name commands
- * the agent runs on the host later, in every project (read-only inside;
- * see docs/launch.md for the sources). Any other agent has neither.
+ * config binds, within those the parts that name commands the agent runs
+ * on the host later, in every project (read-only inside, whatever
+ * isolation.agentcfg finds at launch), and the places the agent writes
+ * (isolation.AGENT_WRITABLE: the only ones isolate and the session manager
+ * leave writable; every other entry of the config directory is bound
+ * read-only at launch, and one made inside is moved aside at the end).
+ * Sources and versions: docs/launch.md, "The agent's own config". Any
+ * other agent has none.
  */
 static const char *const none[] = {NULL};
 static const char *const claude_binds[] = {"$HOME/.claude",
                                            "$HOME/.claude.json", NULL};
 static const char *const claude_commands[] = {
-    "$HOME/.claude/settings.json", "$HOME/.claude/settings.local.json",
-    "$HOME/.claude/commands",      "$HOME/.claude/agents",
-    "$HOME/.claude/hooks",         "$HOME/.claude/plugins",
-    "$HOME/.claude/skills",        NULL};
+    "$HOME/.claude/settings.json",
+    "$HOME/.claude/settings.local.json",
+    "$HOME/.claude/commands",
+    "$HOME/.claude/agents",
+    "$HOME/.claude/hooks",
+    "$HOME/.claude/plugins",
+    "$HOME/.claude/skills",
+    "$HOME/.claude/local", /* the program */
+    NULL};
+static const char *const claude_writable[] = {
+    "$HOME/.claude.json", /* written; its command keys undone at the end */
+    "$HOME/.claude/.credentials.json",
+    "$HOME/.claude/history.jsonl",
+    "$HOME/.claude/projects",
+    "$HOME/.claude/todos",
+    "$HOME/.claude/tasks",
+    "$HOME/.claude/plans",
+    "$HOME/.claude/file-history",
+    "$HOME/.claude/session-env",
+    "$HOME/.claude/shell-snapshots",
+    "$HOME/.claude/statsig",
+    "$HOME/.claude/telemetry",
+    "$HOME/.claude/debug",
+    "$HOME/.claude/paste-cache",
+    "$HOME/.claude/cache",
+    "$HOME/.claude/stats-cache.json",
+    "$HOME/.claude/mcp-needs-auth-cache.json",
+    NULL};
 static const char *const codex_binds[] = {"$HOME/.codex", NULL};
 static const char *const codex_commands[] = {
-    "$HOME/.codex/config.toml", "$HOME/.codex/prompts", "$HOME/.codex/rules",
-    "$HOME/.codex/skills", NULL};
+    "$HOME/.codex/config.toml",
+    "$HOME/.codex/.env", /* its environment */
+    "$HOME/.codex/prompts",
+    "$HOME/.codex/rules",
+    "$HOME/.codex/skills",
+    "$HOME/.codex/AGENTS.md",
+    NULL};
+static const char *const codex_writable[] = {"$HOME/.codex/auth.json",
+                                             "$HOME/.codex/history.jsonl",
+                                             "$HOME/.codex/sessions",
+                                             "$HOME/.codex/archived_sessions",
+                                             "$HOME/.codex/log",
+                                             "$HOME/.codex/version.json",
+                                             "$HOME/.codex/models_cache.json",
+                                             "$HOME/.codex/state_5.sqlite",
+                                             "$HOME/.codex/logs_2.sqlite",
+                                             "$HOME/.codex/shell_snapshots",
+                                             "$HOME/.codex/generated_images",
+                                             NULL};
 static const char *const gemini_binds[] = {"$HOME/.gemini",
                                            "$HOME/.config/gemini", NULL};
 static const char *const gemini_commands[] = {
-    "$HOME/.gemini/settings.json", "$HOME/.gemini/commands",
-    "$HOME/.gemini/extensions", "$HOME/.gemini/.env", NULL};
+    "$HOME/.gemini/settings.json",
+    "$HOME/.gemini/commands",
+    "$HOME/.gemini/extensions",
+    "$HOME/.gemini/.env",
+    "$HOME/.gemini/policies",
+    "$HOME/.gemini/trustedFolders.json",
+    "$HOME/.gemini/skills",
+    "$HOME/.gemini/agents",
+    "$HOME/.gemini/tmp/bin", /* tools it downloaded and runs */
+    NULL};
+static const char *const gemini_writable[] = {
+    "$HOME/.gemini/oauth_creds.json",
+    "$HOME/.gemini/google_accounts.json",
+    "$HOME/.gemini/installation_id",
+    "$HOME/.gemini/user_id",
+    "$HOME/.gemini/projects.json",
+    "$HOME/.gemini/state.json",
+    "$HOME/.gemini/mcp-oauth-tokens.json",
+    "$HOME/.gemini/a2a-oauth-tokens.json",
+    "$HOME/.gemini/tmp",
+    NULL};
 
 static const struct agent_files {
     const char *name;
     const char *const *binds;
     const char *const *commands;
+    const char *const *writable;
 } agent_files[] = {
-    {"claude", claude_binds, claude_commands},
-    {"codex", codex_binds, codex_commands},
-    {"gemini", gemini_binds, gemini_commands},
+    {"claude", claude_binds, claude_commands, claude_writable},
+    {"codex", codex_binds, codex_commands, codex_writable},
+    {"gemini", gemini_binds, gemini_commands, gemini_writable},
 };
 
 static const struct agent_files *agent_files_of(const char *agent)
@@ -741,4 +807,10 @@ const char *const *launch_agent_protected(const char *agent)
 {
     const struct agent_files *f = agent_files_of(agent);
     return f ? f->commands : none;
+}
+
+const char *const *launch_agent_writable(const char *agent)
+{
+    const struct agent_files *f = agent_files_of(agent);
+    return f ? f->writable : none;
 }

@@ -2,7 +2,8 @@
  * protect_runtime.c - the run-time half of protected paths, for isolate and
  * the session manager (which may look; the builders may not):
  *
- *   isolation.PROTECTED, isolation.AGENT_PROTECTED: the lists.
+ *   isolation.PROTECTED, isolation.AGENT_PROTECTED, isolation.AGENT_WRITABLE,
+ *   isolation.AGENT_CONFIG: the lists.
  *   isolation.protect_git(workdir) -> extra paths relative to the workdir:
  *     the real hooks and config of a .git file (worktree, submodule) and of
  *     the submodules under .git/modules, when they are inside the workdir,
@@ -520,6 +521,18 @@ void isolation_protect_open(lua_State *L)
         lua_setfield(L, -2, *a);
     }
     lua_setfield(L, -2, "AGENT_PROTECTED");
+    lua_newtable(L);
+    for (const char *const *a = agents; *a; a++) {
+        push_list(L, launch_agent_writable(*a), 0);
+        lua_setfield(L, -2, *a);
+    }
+    lua_setfield(L, -2, "AGENT_WRITABLE");
+    lua_newtable(L);
+    for (const char *const *a = agents; *a; a++) {
+        push_list(L, launch_agent_paths(*a), 0);
+        lua_setfield(L, -2, *a);
+    }
+    lua_setfield(L, -2, "AGENT_CONFIG");
     lua_pushvalue(L, -1);
     lua_pushcclosure(L, l_protect_watch, 1);
     lua_setfield(L, -2, "protect_watch");
