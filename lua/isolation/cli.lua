@@ -436,7 +436,7 @@ local SINGLE = {
   ["--ca-cert"] = "ca_cert", ["--bridge"] = "bridge", ["--target"] = "target", ["--config"] = "config",
   ["--hook-url"] = "hook_url", ["--seccomp"] = "seccomp", ["--log"] = "log", ["--agent-config"] = "agent_config",
   ["--memory"] = "memory", ["--pids"] = "pids", ["--tmpfs-size"] = "tmpfs_size", ["--cpus"] = "cpus",
-  ["--time"] = "time",
+  ["--time"] = "time", ["--upstream-ca"] = "upstream_ca",
 }
 local REPEATED = { ["--allow-host"] = "allow_hosts", ["--bind"] = "binds", ["--ro-bind"] = "ro_binds",
   ["--protect"] = "protect" }
@@ -448,6 +448,8 @@ REPEATED["--env"] = "env_pass"
 REPEATED["--setenv"] = "env_set"
 FLAGS["--inherit-env"] = "env_inherit"
 FLAGS["--learn"] = "learn"
+REPEATED["--secret"] = "secrets"
+FLAGS["--git"] = "git_routes"
 local CHOICES = {
   mode = { bwrap = true, docker = true, podman = true, none = true },
   network = { allow = true, deny = true, none = true },
@@ -458,7 +460,8 @@ local CHOICES = {
 }
 
 local function parse(args)
-  local o = { allow_hosts = {}, binds = {}, ro_binds = {}, resolve = {}, env_pass = {}, env_set = {}, protect = {} }
+  local o = { allow_hosts = {}, binds = {}, ro_binds = {}, resolve = {}, env_pass = {}, env_set = {}, protect = {},
+    secrets = {} }
   local i = 1
   while i <= #args do
     local a = args[i]
@@ -631,6 +634,59 @@ local function env_options(o)
   return #o.env_pass > 0 and o.env_pass or nil, set, o.env_inherit or nil
 end
 
+-- --secret [NAME=]ENV@URL[#HEADER]: a credential route. The secret is read
+-- from the launching environment's ENV and goes to the proxy alone; the
+-- spec (printable, dry run) gets the route's variables, never the value.
+local SECRET_FORM = "--secret must be [NAME=]ENV@https://HOST[:PORT][/PATH][#HEADER]"
+local function parse_secret(a)
+  local name, rest = a:match("^([a-z0-9-]+)=(.*)$")
+  rest = rest or a
+  local env, url = rest:match("^([A-Za-z_][A-Za-z0-9_]*)@(.+)$")
+  if not env then die_usage(string.format("%s (got %q)", SECRET_FORM, a)) end
+  local header
+  url, header = url:match("^([^#]*)#?(.*)$")
+  local host = url:match("^https://%[?([^/:%]]+)")
+  if not host then die_usage(string.format("%s: the URL must start with https:// (got %q)", SECRET_FORM, a)) end
+  name = name or host:lower():gsub("[^a-z0-9-]", "-")
+  return { name = name, env = env, upstream = url, header = header ~= "" and header or "bearer" }
+end
+
+-- The routes of --secret, with their values from the environment (nil:
+-- none); the variables each sets inside go into spec.env_set.
+local function routes_for(o, cfg, spec)
+  if #o.secrets == 0 then return nil end
+  if cfg.network ~= "deny" then die_usage("--secret needs --network deny (the route is the proxy's)") end
+  local routes, seen, git = {}, {}, {}
+  local port = spec.proxy_port or 3128
+  spec.env_set = spec.env_set or {}
+  for _, a in ipairs(o.secrets) do
+    local r = parse_secret(a)
+    if seen[r.name] then die_usage(string.format("--secret: two routes are named %q", r.name)) end
+    seen[r.name] = true
+    local value = os.getenv(r.env)
+    if not value or value == "" then
+      die_usage(string.format("--secret %s: %s is not set in this environment", r.name, r.env))
+    end
+    for _, n in ipairs(spec.env_pass or {}) do
+      if n == r.env then die_usage("--env " .. n .. " would pass the secret of --secret inside") end
+    end
+    local base = "http://127.0.0.1:" .. port .. "/" .. r.name
+    spec.env_set["ISOLATION_ROUTE_" .. r.name:upper():gsub("-", "_")] = base
+    -- the real value never arrives inside, even through --inherit-env
+    spec.env_set[r.env] = "isolation-route-" .. r.name
+    if o.git_routes then git[#git + 1] = { base .. "/", (r.upstream:gsub("/*$", "")) .. "/" } end
+    routes[#routes + 1] = { name = r.name, upstream = r.upstream, header = r.header, value = value }
+  end
+  if #git > 0 then
+    spec.env_set.GIT_CONFIG_COUNT = tostring(#git)
+    for i, g in ipairs(git) do
+      spec.env_set["GIT_CONFIG_KEY_" .. (i - 1)] = "url." .. g[1] .. ".insteadOf"
+      spec.env_set["GIT_CONFIG_VALUE_" .. (i - 1)] = g[2]
+    end
+  end
+  return routes
+end
+
 local function build_spec(o, cfg)
   local cwd = assert(uv.cwd())
   local workdir = absolute(o.workdir or cwd, cwd)
@@ -666,6 +722,7 @@ local function build_spec(o, cfg)
   end
   if cfg.mode == "docker" or cfg.mode == "podman" then spec.tty = uv.guess_handle(0) == "tty" end
   spec.env_pass, spec.env_set, spec.env_inherit = env_options(o)
+  o.routes = routes_for(o, cfg, spec)
   spec.agent_config = o.agent_config
   if o.no_protect then
     if #o.protect > 0 then die_usage("--protect and --no-protect contradict each other") end
@@ -726,6 +783,10 @@ local function dry_run(o, spec, allow)
     out[#out + 1] = "proxy allowlist (" .. #allow .. " patterns; the socket is made at run time in "
       .. tmp_base() .. "/isolate.XXXXXX):"
     for _, h in ipairs(allow) do out[#out + 1] = "  " .. h end
+  end
+  for _, r in ipairs(o.routes or {}) do
+    out[#out + 1] = string.format("route %s: %s, header %s (the secret is not shown), inside ISOLATION_ROUTE_%s",
+      r.name, r.upstream, r.header, (r.name:upper():gsub("-", "_")))
   end
   out[#out + 1] = ""
   out[#out + 1] = "argv (" .. #argv .. " elements, one a line):"
@@ -1044,13 +1105,17 @@ local function run(o, spec, allow)
     proxy, err = isolation.proxy({ allow = allow, unix = socket, loop = uv, on_event = on_event,
       accept_listeners = spec.bridge == "pass" and 2 or nil, -- HTTP and SOCKS5
       allow_private = o.allow_private or nil, resolve = resolve_table(o.resolve), report = o.learn or nil,
-      audit_log = o.log and absolute(o.log, assert(uv.cwd())), session = o.log and session_id() })
+      audit_log = o.log and absolute(o.log, assert(uv.cwd())), session = o.log and session_id(),
+      routes = o.routes, upstream_ca_file = o.routes and o.upstream_ca and absolute(o.upstream_ca, assert(uv.cwd())) })
+    o.routes = nil -- the values now live in the proxy alone
     if not proxy then
       teardown()
       if tostring(err):find("audit_log", 1, true) then
         die_usage("--log " .. tostring(err):gsub("^isolation: audit_log ", ""))
       end
       if tostring(err):find("resolve", 1, true) then die_usage("--resolve: " .. tostring(err)) end
+      if tostring(err):find("routes", 1, true) then die_usage("--secret: " .. tostring(err)) end
+      if tostring(err):find("upstream_ca_file", 1, true) then die_usage("--upstream-ca: " .. tostring(err)) end
       die("cannot start the proxy: " .. tostring(err))
     end
     if o.learn then

@@ -1,0 +1,96 @@
+-- isolate --secret, driven for real: a deny sandbox (bwrap, the bridge,
+-- isolate's proxy) reaches a local HTTPS upstream through the route with
+-- curl and Python's urllib; the upstream sees the real secret, and the
+-- secret is nowhere inside (env, every /proc/*/environ and cmdline) nor in
+-- isolate's output or its dry run.
+local helpers = require("helpers")
+local cli = require("support.cli")
+local tls = require("support.tls_upstream")
+
+local SECRET = "ghp-route-secret-fedcba9876543210"
+
+describe("isolate --secret", function()
+  local dir, tmp, home, up
+  setup(function()
+    if not tls.available() then return end
+    dir = helpers.tmpdir()
+    tls.make_ca(dir, "ca")
+    tls.make_leaf(dir, "ca", "good", "DNS:up.example.com,IP:127.0.0.1")
+  end)
+  teardown(function() if dir then helpers.rmtree(dir) end end)
+  before_each(function()
+    tmp = helpers.tmpdir()
+    home = helpers.tmpdir()
+  end)
+  after_each(function()
+    if up then up.stop() end
+    up = nil
+    helpers.rmtree(tmp)
+    helpers.rmtree(home)
+  end)
+
+  local function isolate(args)
+    local all = { "--workdir", tmp }
+    for _, a in ipairs(args) do all[#all + 1] = a end
+    return cli.isolate(all, { env = { "MY_TOKEN=" .. SECRET, "TMPDIR=" .. tmp, "HOME=" .. home } })
+  end
+
+  it("curl and urllib reach the upstream with the real secret; it is nowhere inside", function()
+    if not dir then pending("openssl, python3 and curl are needed") return end
+    if helpers.skip_without_bwrap() then return end
+    up = tls.start(dir, "good")
+    local url = "https://127.0.0.1:" .. up.port .. "/api"
+    local script = [[
+curl -sS --max-time 20 -H 'Authorization: Bearer mine' "$ISOLATION_ROUTE_UP/v1/json" > curl.out 2> curl.err
+python3 -c 'import os, urllib.request as u
+print(u.urlopen(os.environ["ISOLATION_ROUTE_UP"] + "/py").read().decode())' > py.out 2> py.err
+echo "token inside: $MY_TOKEN"
+env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'
+]]
+    helpers.write(tmp .. "/t.sh", script)
+    local status, out, err = isolate({ "--network", "deny",
+      "--secret", "up=MY_TOKEN@" .. url .. "#basic:x-access-token", "--upstream-ca", dir .. "/ca.pem",
+      "--verbose", "--", "bash", "t.sh" })
+    assert.are.equal(0, status, err)
+    assert.truthy(helpers.read(tmp .. "/curl.out"):find('"ok": true', 1, true),
+      helpers.read(tmp .. "/curl.out") .. helpers.read(tmp .. "/curl.err"))
+    assert.truthy(helpers.read(tmp .. "/py.out"):find('"ok": true', 1, true),
+      helpers.read(tmp .. "/py.out") .. helpers.read(tmp .. "/py.err"))
+    assert.truthy(out:find("token inside: isolation-route-up", 1, true), out)
+    for _, text in ipairs({ out, err, helpers.read(tmp .. "/curl.out"), helpers.read(tmp .. "/py.out") }) do
+      assert.is_nil(text:find(SECRET, 1, true), "the secret leaked")
+    end
+    local reqs = up.requests()
+    assert.are.equal(2, #reqs)
+    local _, enc = helpers.run("printf %s " .. helpers.shquote("x-access-token:" .. SECRET) .. " | base64 -w0")
+    for _, r in ipairs(reqs) do
+      assert.are.same({ "Basic " .. enc }, tls.header(r, "authorization"))
+    end
+    assert.are.equal("/api/v1/json", reqs[1].path)
+    assert.are.equal("/api/py", reqs[2].path)
+  end)
+
+  it("--dry-run names the route and its variable, never the secret", function()
+    if not dir then pending("openssl, python3 and curl are needed") return end
+    if helpers.skip_without_bwrap() then return end
+    local status, out, err = isolate({ "--network", "deny", "--dry-run", "--secret",
+      "MY_TOKEN@https://git.example.com", "--git", "--", "true" })
+    assert.are.equal(0, status, err)
+    assert.truthy(out:find("route git-example-com: https://git.example.com", 1, true), out)
+    assert.truthy(out:find("ISOLATION_ROUTE_GIT_EXAMPLE_COM", 1, true), out)
+    assert.truthy(out:find("insteadOf", 1, true), out)
+    assert.is_nil((out .. err):find(SECRET, 1, true))
+  end)
+
+  it("refuses a bad --secret, an unset variable, and a network other than deny", function()
+    local status, _, err = isolate({ "--secret", "nope", "--", "true" })
+    assert.are.equal(2, status)
+    assert.truthy(err:find("--secret must be", 1, true), err)
+    status, _, err = isolate({ "--network", "deny", "--secret", "UNSET_VAR_X@https://example.com", "--", "true" })
+    assert.are.equal(2, status)
+    assert.truthy(err:find("UNSET_VAR_X is not set", 1, true), err)
+    status, _, err = isolate({ "--network", "allow", "--secret", "MY_TOKEN@https://example.com", "--", "true" })
+    assert.are.equal(2, status)
+    assert.truthy(err:find("needs --network deny", 1, true), err)
+  end)
+end)
