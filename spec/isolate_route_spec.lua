@@ -70,6 +70,48 @@ env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'
     assert.are.equal("/api/py", reqs[2].path)
   end)
 
+  it("--agent claude with its key set makes its route: a Messages request inside carries the real key", function()
+    if not dir then pending("openssl, python3 and curl are needed") return end
+    if helpers.skip_without_bwrap() then return end
+    up = tls.start(dir, "good")
+    helpers.write(tmp .. "/t.sh", [[
+curl -sS --max-time 20 -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" \
+  -H 'content-type: application/json' -d '{"stream": true}' > curl.out 2> curl.err
+echo "base $ANTHROPIC_BASE_URL key $ANTHROPIC_API_KEY token $ANTHROPIC_AUTH_TOKEN"
+env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'
+]])
+    local status, out, err = cli.isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude",
+      "--upstream-ca", dir .. "/ca.pem", "--", "bash", "t.sh" }, { env = { "ANTHROPIC_API_KEY=" .. SECRET,
+      "ANTHROPIC_AUTH_TOKEN=" .. SECRET .. "-2", "ANTHROPIC_BASE_URL=https://127.0.0.1:" .. up.port,
+      "TMPDIR=" .. tmp, "HOME=" .. home } })
+    assert.are.equal(0, status, err)
+    assert.truthy(out:find("base http://127.0.0.1:3128/claude key isolation-route-claude token isolation-route-claude",
+      1, true), out)
+    assert.is_nil((out .. err):find(SECRET, 1, true), "the key leaked")
+    local reqs = up.requests()
+    assert.are.equal(1, #reqs, helpers.read(tmp .. "/curl.err"))
+    assert.are.equal("POST", reqs[1].method)
+    assert.are.equal("/v1/messages", reqs[1].path)
+    assert.are.same({ SECRET }, tls.header(reqs[1], "x-api-key"))
+    assert.are.same({}, tls.header(reqs[1], "authorization"))
+  end)
+
+  it("--agent claude's route takes the model hosts off the allowlist; --no-routes keeps them", function()
+    if helpers.skip_without_bwrap() then return end
+    local env = { env = { "ANTHROPIC_API_KEY=" .. SECRET, "TMPDIR=" .. tmp, "HOME=" .. home } }
+    local status, out, err = cli.isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude", "--dry-run",
+      "--", "true" }, env)
+    assert.are.equal(0, status, err)
+    assert.truthy(out:find("route claude: https://api.anthropic.com", 1, true), out)
+    assert.is_nil(out:find("\n  api.anthropic.com\n", 1, true), out)
+    assert.is_nil(out:find(SECRET, 1, true))
+    status, out = cli.isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude", "--no-routes",
+      "--dry-run", "--", "true" }, env)
+    assert.are.equal(0, status)
+    assert.truthy(out:find("\n  api.anthropic.com\n", 1, true), out)
+    assert.is_nil(out:find("route claude", 1, true))
+  end)
+
   it("--dry-run names the route and its variable, never the secret", function()
     if not dir then pending("openssl, python3 and curl are needed") return end
     if helpers.skip_without_bwrap() then return end

@@ -450,6 +450,7 @@ FLAGS["--inherit-env"] = "env_inherit"
 FLAGS["--learn"] = "learn"
 REPEATED["--secret"] = "secrets"
 FLAGS["--git"] = "git_routes"
+FLAGS["--no-routes"] = "no_routes"
 local CHOICES = {
   mode = { bwrap = true, docker = true, podman = true, none = true },
   network = { allow = true, deny = true, none = true },
@@ -651,9 +652,39 @@ local function parse_secret(a)
   return { name = name, env = env, upstream = url, header = header ~= "" and header or "bearer" }
 end
 
+-- --agent's own route when its key is set here (API: credential routes):
+-- the key variables in order of preference with their header, the base-URL
+-- variable the agent honours, and its default upstream.
+local AGENT_ROUTES = {
+  claude = { keys = { { "ANTHROPIC_API_KEY", "x-api-key" }, { "ANTHROPIC_AUTH_TOKEN", "bearer" } },
+    url_env = "ANTHROPIC_BASE_URL", upstream = "https://api.anthropic.com" },
+  codex = { keys = { { "OPENAI_API_KEY", "bearer" } }, url_env = "OPENAI_BASE_URL",
+    upstream = "https://api.openai.com/v1" },
+  gemini = { keys = { { "GEMINI_API_KEY", "x-goog-api-key" } }, url_env = "GOOGLE_GEMINI_BASE_URL",
+    upstream = "https://generativelanguage.googleapis.com" },
+}
+
+-- The agent's route as a --secret would give it, and the variable that
+-- gets its base URL inside; nil when there is none to make.
+local function agent_route(o, cfg)
+  local a = AGENT_ROUTES[o.agent or ""]
+  if not a or o.no_routes or cfg.network ~= "deny" then return nil end
+  for _, k in ipairs(a.keys) do
+    local v = os.getenv(k[1])
+    if v and v ~= "" then
+      local up = os.getenv(a.url_env)
+      if not (up and up:match("^https://")) then up = a.upstream end
+      return o.agent .. "=" .. k[1] .. "@" .. up .. "#" .. k[2], a.url_env
+    end
+  end
+  return nil
+end
+
 -- The routes of --secret, with their values from the environment (nil:
 -- none); the variables each sets inside go into spec.env_set.
 local function routes_for(o, cfg, spec)
+  local agent_secret, agent_url_env = agent_route(o, cfg)
+  if agent_secret then table.insert(o.secrets, 1, agent_secret) end
   if #o.secrets == 0 then return nil end
   if cfg.network ~= "deny" then die_usage("--secret needs --network deny (the route is the proxy's)") end
   local routes, seen, git = {}, {}, {}
@@ -674,6 +705,14 @@ local function routes_for(o, cfg, spec)
     spec.env_set["ISOLATION_ROUTE_" .. r.name:upper():gsub("-", "_")] = base
     -- the real value never arrives inside, even through --inherit-env
     spec.env_set[r.env] = "isolation-route-" .. r.name
+    if agent_secret and r.name == o.agent then
+      spec.env_set[agent_url_env] = base
+      -- the agent's other key variables set here: placeholders too
+      for _, k in ipairs(AGENT_ROUTES[o.agent].keys) do
+        if os.getenv(k[1]) then spec.env_set[k[1]] = "isolation-route-" .. r.name end
+      end
+      o.agent_upstream_host = r.upstream:match("^https://%[?([^/:%]]+)"):lower()
+    end
     if o.git_routes then git[#git + 1] = { base .. "/", (r.upstream:gsub("/*$", "")) .. "/" } end
     routes[#routes + 1] = { name = r.name, upstream = r.upstream, header = r.header, value = value }
   end
@@ -750,6 +789,16 @@ local function allowlist(o, cfg)
   local list, seen = {}, {}
   local defaults, err = isolation.default_allow_hosts(o.agent, o.hook_url)
   if not defaults then die_usage("--hook-url: " .. tostring(err)) end
+  -- With the agent's route, its model hosts leave the allowlist: the API is
+  -- reachable only through the route, which always carries the user's key.
+  if o.agent_upstream_host then
+    seen[o.agent_upstream_host] = true
+    local own = isolation.default_allow_hosts(o.agent) or {}
+    local base = isolation.default_allow_hosts(nil) or {}
+    local common = {}
+    for _, h in ipairs(base) do common[h] = true end
+    for _, h in ipairs(own) do if not common[h] then seen[h] = true end end
+  end
   for _, src in ipairs({ defaults, cfg.allow_hosts or {} }) do
     for _, h in ipairs(src) do
       if not seen[h] then seen[h] = true; list[#list + 1] = h end
