@@ -93,6 +93,15 @@ Options:
                              HOME and the --agent's own keys, nothing else
   --setenv NAME=VALUE        repeatable: set NAME to VALUE inside
   --inherit-env              pass the whole environment, secrets included
+  --secret [NAME=]ENV@URL[#HEADER]
+                             repeatable, deny only: a credential route; the
+                             proxy adds ENV's value (bearer, basic:USER or a
+                             header name) to requests for
+                             $ISOLATION_ROUTE_<NAME>; inside, ENV is only a
+                             placeholder
+  --git                      the --secret routes also serve git (insteadOf)
+  --upstream-ca FILE         verify the routes' upstreams against this PEM file
+  --no-routes                with --agent: pass its key in, keep its API hosts
   --memory SIZE              the sandbox's memory in all (SIZE: bytes, or 512M, 2G)
   --pids N                   at most N processes in the sandbox (its own shell and
                              bwrap's count)
