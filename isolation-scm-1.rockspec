@@ -46,6 +46,7 @@ build = {
     ["isolation.preflight"] = "lua/isolation/preflight.lua",
     ["isolation.protect"] = "lua/isolation/protect.lua",
     ["isolation.scheduler"] = "lua/isolation/scheduler.lua",
+    ["isolation.routes"] = "lua/isolation/routes.lua",
     ["isolation.session"] = "lua/isolation/session.lua",
   },
   -- The built-in bridge is a program, which the builtin build cannot make:

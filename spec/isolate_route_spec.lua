@@ -136,3 +136,67 @@ env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'
     assert.truthy(err:find("needs --network deny", 1, true), err)
   end)
 end)
+
+describe("the session manager's secrets", function()
+  local session = require("isolation.session")
+  local policy = require("isolation.policy")
+  local dir, root, mgr, lines, up
+  setup(function()
+    if not tls.available() then return end
+    dir = helpers.tmpdir()
+    tls.make_ca(dir, "ca")
+    tls.make_leaf(dir, "ca", "good", "IP:127.0.0.1")
+  end)
+  teardown(function() if dir then helpers.rmtree(dir) end end)
+  before_each(function()
+    root = helpers.tmpdir()
+    assert(os.execute("mkdir -p " .. helpers.shquote(root .. "/work")))
+    lines = {}
+    mgr = assert(session.manager({
+      runtime_dir = root .. "/run",
+      launcher = function(cmdline) lines[#lines + 1] = cmdline; return { n = #lines } end,
+      alive = function() return true end,
+    }))
+  end)
+  after_each(function()
+    mgr:close()
+    if up then up.stop() end
+    up = nil
+    helpers.rmtree(root)
+  end)
+
+  local function project()
+    local p = { id = "p" }
+    assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = "deny" } }))
+    return p
+  end
+
+  it("secrets and agent_keys: the sandbox reaches the upstream with the values, which are in no line or env", function()
+    if not dir then pending("openssl, python3 and curl are needed") return end
+    if helpers.skip_without_bwrap() then return end
+    up = tls.start(dir, "good")
+    local cmd = "curl -sS --max-time 20 \"$ISOLATION_ROUTE_UP/git\" > a.out; curl -sS --max-time 20 -X POST "
+      .. "\"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\" -d '{}' > b.out;"
+      .. " env > env.out; cat /proc/[0-9]*/environ >> env.out"
+    assert(mgr:launch({ id = "r1", project = project(), agent = "claude", workdir = root .. "/work", command = cmd,
+      upstream_ca_file = dir .. "/ca.pem",
+      secrets = { { name = "up", env = "GIT_TOKEN", value = SECRET, url = "https://127.0.0.1:" .. up.port,
+        header = "basic:x-access-token", git = true } },
+      agent_keys = { ANTHROPIC_API_KEY = SECRET .. "-model",
+        ANTHROPIC_BASE_URL = "https://127.0.0.1:" .. up.port .. "/anthropic" } }))
+    assert.is_nil(lines[1]:find(SECRET, 1, true), "the secret is in the line")
+    local code, _, err = helpers.run("exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=" .. helpers.shquote(root)
+      .. " timeout -k 5 60 sh -c " .. helpers.shquote(lines[1]))
+    assert.are.equal(0, code, err)
+    local env = helpers.read(root .. "/work/env.out")
+    assert.is_nil(env:find(SECRET, 1, true), env)
+    assert.truthy(env:find("ANTHROPIC_API_KEY=isolation-route-claude", 1, true), env)
+    assert.truthy(env:find("GIT_CONFIG_COUNT=1", 1, true), env)
+    local reqs = up.requests()
+    assert.are.equal(2, #reqs, helpers.read(root .. "/work/a.out") .. helpers.read(root .. "/work/b.out"))
+    local _, enc = helpers.run("printf %s " .. helpers.shquote("x-access-token:" .. SECRET) .. " | base64 -w0")
+    assert.are.same({ "Basic " .. enc }, tls.header(reqs[1], "authorization"))
+    assert.are.equal("/anthropic/v1/messages", reqs[2].path)
+    assert.are.same({ SECRET .. "-model" }, tls.header(reqs[2], "x-api-key"))
+  end)
+end)

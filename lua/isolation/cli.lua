@@ -664,14 +664,7 @@ end
 -- --agent's own route when its key is set here (API: credential routes):
 -- the key variables in order of preference with their header, the base-URL
 -- variable the agent honours, and its default upstream.
-local AGENT_ROUTES = {
-  claude = { keys = { { "ANTHROPIC_API_KEY", "x-api-key" }, { "ANTHROPIC_AUTH_TOKEN", "bearer" } },
-    url_env = "ANTHROPIC_BASE_URL", upstream = "https://api.anthropic.com" },
-  codex = { keys = { { "OPENAI_API_KEY", "bearer" } }, url_env = "OPENAI_BASE_URL",
-    upstream = "https://api.openai.com/v1" },
-  gemini = { keys = { { "GEMINI_API_KEY", "x-goog-api-key" } }, url_env = "GOOGLE_GEMINI_BASE_URL",
-    upstream = "https://generativelanguage.googleapis.com" },
-}
+local AGENT_ROUTES = require("isolation.routes").AGENTS
 
 -- The agent's route as a --secret would give it, and the variable that
 -- gets its base URL inside; nil when there is none to make.
