@@ -200,3 +200,57 @@ describe("the session manager's secrets", function()
     assert.are.same({ SECRET .. "-model" }, tls.header(reqs[2], "x-api-key"))
   end)
 end)
+
+describe("git through a route", function()
+  local dir, tmp, home, up
+  setup(function()
+    if not tls.available() or helpers.run("command -v git") ~= 0 then return end
+    dir = helpers.tmpdir()
+    tls.make_ca(dir, "ca")
+    tls.make_leaf(dir, "ca", "good", "IP:127.0.0.1")
+  end)
+  teardown(function() if dir then helpers.rmtree(dir) end end)
+  after_each(function()
+    if up then up.stop() end
+    up = nil
+    if tmp then helpers.rmtree(tmp) end
+    if home then helpers.rmtree(home) end
+  end)
+
+  it("clone, fetch and push over smart HTTP from a deny sandbox; the server checks the token", function()
+    if not dir then pending("openssl, python3, curl and git are needed") return end
+    if helpers.skip_without_bwrap() then return end
+    tmp, home = helpers.tmpdir(), helpers.tmpdir()
+    local q = helpers.shquote
+    local code, _, err = helpers.run(("set -e; D=%s; mkdir -p $D/git; git init -q --bare $D/git/repo.git;"
+      .. " git -C $D/git/repo.git config http.receivepack true;"
+      .. " git -C $D/git/repo.git symbolic-ref HEAD refs/heads/main; git init -q $D/seed; cd $D/seed;"
+      .. " git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m first;"
+      .. " git push -q $D/git/repo.git HEAD:refs/heads/main"):format(q(dir)))
+    assert.are.equal(0, code, err)
+    local _, enc = helpers.run("printf %s " .. helpers.shquote("x-access-token:" .. SECRET) .. " | base64 -w0")
+    helpers.write(dir .. "/git_auth", "Basic " .. enc)
+    up = tls.start(dir, "good")
+    local url = "https://127.0.0.1:" .. up.port .. "/git"
+    helpers.write(tmp .. "/t.sh", ([[
+set -e
+git clone -q %s/repo.git clone
+cd clone
+git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m second
+git push -q origin HEAD:main
+git fetch -q origin
+git log --format=%%s origin/main
+]]):format(url))
+    local status, out, errout = cli.isolate({ "--workdir", tmp, "--network", "deny", "--secret",
+      "gitup=GIT_TOKEN@" .. url .. "#basic:x-access-token", "--git", "--upstream-ca", dir .. "/ca.pem",
+      "--", "bash", "t.sh" }, { env = { "GIT_TOKEN=" .. SECRET, "TMPDIR=" .. tmp, "HOME=" .. home } })
+    assert.are.equal(0, status, errout)
+    assert.are.equal("second\nfirst\n", out)
+    assert.is_nil((out .. errout):find(SECRET, 1, true))
+    code, out = helpers.run("git --git-dir=" .. q(dir .. "/git/repo.git") .. " log --format=%s main")
+    assert.are.equal(0, code)
+    assert.are.equal("second\nfirst\n", out, "the push reached the server")
+    local files = select(2, helpers.run("grep -rl " .. q(SECRET) .. " " .. q(tmp) .. " " .. q(home) .. " || true"))
+    assert.are.equal("", files, "the secret is in no file of the workdir or HOME")
+  end)
+end)

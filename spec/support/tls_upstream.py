@@ -8,10 +8,14 @@ appends one JSON line (method, path, headers, body) to DIR/requests.jsonl.
                for DIR/go to exist, then the second names which came first
   /hang        reads the request and never answers
   /echo        answers the request body back (Content-Length)
+  /git/...     git smart HTTP (git http-backend, repositories under
+               DIR/git) when DIR/git_auth holds the Authorization value every
+               request must carry (else 401)
 """
 import json
 import os
 import ssl
+import subprocess
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,10 +49,48 @@ class H(BaseHTTPRequestHandler):
             return data
         return self.rfile.read(n) if n else b""
 
+    def _git(self, body):
+        with open(os.path.join(DIR, "git_auth")) as f:
+            want = f.read().strip()
+        if self.headers.get("Authorization") != want:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        path, _, query = self.path.partition("?")
+        env = dict(os.environ, GIT_PROJECT_ROOT=os.path.join(DIR, "git"), GIT_HTTP_EXPORT_ALL="1",
+                   PATH_INFO=path[len("/git"):], QUERY_STRING=query, REQUEST_METHOD=self.command,
+                   CONTENT_TYPE=self.headers.get("Content-Type", ""), REMOTE_USER="x-access-token",
+                   REMOTE_ADDR="127.0.0.1", CONTENT_LENGTH=str(len(body)))
+        if self.headers.get("Content-Encoding"):
+            env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
+        if self.headers.get("Git-Protocol"):
+            env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        head, _, rest = out.partition(b"\r\n\r\n")
+        status = 200
+        hdrs = []
+        for line in head.split(b"\r\n"):
+            k, _, v = line.decode().partition(":")
+            if k.lower() == "status":
+                status = int(v.strip().split()[0])
+            elif k:
+                hdrs.append((k, v.strip()))
+        self.send_response(status)
+        for k, v in hdrs:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(rest)))
+        self.end_headers()
+        self.wfile.write(rest)
+
     def _any(self):
         body = self._body()
         self._record(body)
         p = self.path.split("?")[0]
+        if p.startswith("/git/") and os.path.exists(os.path.join(DIR, "git_auth")):
+            self._git(body)
+            return
         if p.endswith("/hang"):
             time.sleep(30)
             return
