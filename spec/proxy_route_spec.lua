@@ -265,6 +265,32 @@ print(got.decode().replace("\r\n", " "))
     assert.is_truthy(out:find("X-Isolation-Error: upstream_timeout", 1, true), out)
   end)
 
+  it("streams 100 MB each way without the proxy's memory growing past its buffers", function()
+    if not dir then return end
+    start_upstream("good")
+    local port = open()
+    local function rss_kb()
+      local f = assert(io.open("/proc/self/status"))
+      local kb = tonumber(f:read("a"):match("VmRSS:%s*(%d+)"))
+      f:close()
+      return kb
+    end
+    -- a first request: the TLS context, buffers and pools exist before the measure
+    assert.are.equal(0, (curl(("http://127.0.0.1:%d/test/json"):format(port))))
+    local before = rss_kb()
+    local n = 100 * 1024 * 1024
+    local code, out, err = helpers.run(("head -c %d /dev/zero | curl -sS --max-time 120 -H "
+      .. "'Transfer-Encoding: chunked' --data-binary @- http://127.0.0.1:%d/test/sink"):format(n, port))
+    assert.are.equal(0, code, err)
+    assert.are.equal(tostring(n), out)
+    code, out, err = helpers.run(("curl -sS --max-time 120 http://127.0.0.1:%d/test/source?n=%d | wc -c")
+      :format(port, n))
+    assert.are.equal(0, code, err)
+    assert.are.equal(n, tonumber(out))
+    local grown = rss_kb() - before
+    assert.is_true(grown < 16 * 1024, "the proxy's process grew by " .. grown .. " KiB")
+  end)
+
   it("refuses bad route options naming the field, never showing a secret", function()
     local function err_of(routes, extra)
       local o = { allow = {}, listen = "127.0.0.1:0", routes = routes }

@@ -8,6 +8,8 @@ appends one JSON line (method, path, headers, body) to DIR/requests.jsonl.
                for DIR/go to exist, then the second names which came first
   /hang        reads the request and never answers
   /echo        answers the request body back (Content-Length)
+  /sink        reads the body in pieces and answers its length
+  /source?n=N  answers N bytes, chunked, 1 MiB at a time
   /git/...     git smart HTTP (git http-backend, repositories under
                DIR/git) when DIR/git_auth holds the Authorization value every
                request must carry (else 401)
@@ -84,7 +86,51 @@ class H(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(rest)
 
+    def _sink(self):
+        total = 0
+        if self.headers.get("Transfer-Encoding") == "chunked":
+            while True:
+                size = int(self.rfile.readline().strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                while size > 0:
+                    got = len(self.rfile.read(min(size, 1 << 20)))
+                    total += got
+                    size -= got
+                self.rfile.readline()
+        else:
+            n = int(self.headers.get("Content-Length") or 0)
+            while n > 0:
+                got = len(self.rfile.read(min(n, 1 << 20)))
+                total += got
+                n -= got
+        out = str(total).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def _source(self, n):
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        block = b"x" * (1 << 20)
+        while n > 0:
+            b = block[:min(n, len(block))]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+            n -= len(b)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
     def _any(self):
+        p = self.path.split("?")[0]
+        if p.endswith("/sink"):
+            self._sink()
+            return
+        if p.endswith("/source"):
+            self._source(int(self.path.split("n=")[1]))
+            return
         body = self._body()
         self._record(body)
         p = self.path.split("?")[0]
