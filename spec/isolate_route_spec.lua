@@ -54,8 +54,13 @@ env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'
     helpers.write(tmp .. "/t.sh", script)
     local status, out, err = isolate({ "--network", "deny",
       "--secret", "up=MY_TOKEN@" .. url .. "#basic:x-access-token", "--upstream-ca", dir .. "/ca.pem",
-      "--verbose", "--", "bash", "t.sh" })
+      "--log", dir .. "/audit.log", "--", "bash", "t.sh" })
     assert.are.equal(0, status, err)
+    local has_node = helpers.run("command -v node") == 0
+    assert.truthy(err:find("credential routes used: up (" .. (has_node and 3 or 2) .. " requests)", 1, true), err)
+    local audit = helpers.read(dir .. "/audit.log")
+    assert.truthy(audit:find('"code":"route"', 1, true), audit)
+    assert.is_nil(audit:find(SECRET, 1, true), "the secret is in the audit log")
     assert.truthy(helpers.read(tmp .. "/curl.out"):find('"ok": true', 1, true),
       helpers.read(tmp .. "/curl.out") .. helpers.read(tmp .. "/curl.err"))
     assert.truthy(helpers.read(tmp .. "/py.out"):find('"ok": true', 1, true),
@@ -65,7 +70,6 @@ env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'
       assert.is_nil(text:find(SECRET, 1, true), "the secret leaked")
     end
     local reqs = up.requests()
-    local has_node = helpers.run("command -v node") == 0
     assert.are.equal(has_node and 3 or 2, #reqs, helpers.read(tmp .. "/node.err"))
     if has_node then -- Node's fetch ignores proxy variables: the base URL needs none
       assert.are.equal("/api/node", reqs[3].path)

@@ -1101,6 +1101,7 @@ local function run(o, spec, allow)
   -- that is no request, a refused listener handover, a client gone
   -- before its request): by code
   local hostless, hostless_order = {}, {}
+  local route_uses, route_order = {}, {} -- requests per credential route
   local used, used_order = {}, {} -- learn mode: the host:port of each admitted request
   local function teardown()
     if proxy then proxy:close(); proxy = nil end
@@ -1122,6 +1123,11 @@ local function run(o, spec, allow)
     local on_event = function(ev)
       if o.verbose then stderr:write("isolate: proxy: ", event_line(ev), "\n") end
       local addr, class = refused_address(ev)
+      local route = ev.code == "route" and tostring(ev.reason or ""):match("^route ([a-z0-9-]+):")
+      if route then
+        if not route_uses[route] then route_order[#route_order + 1] = route; route_uses[route] = 0 end
+        route_uses[route] = route_uses[route] + 1
+      end
       if (ev.type == "report" or ev.type == "allow") and o.learn then
         local key = host_port(ev.host, ev.port)
         if not used[key] then
@@ -1252,6 +1258,13 @@ local function run(o, spec, allow)
     for _, k in ipairs(failed_order) do
       io.stderr:write(string.format("isolate:   %s (%s)\n", k, failed[k]))
     end
+  end
+  if #route_order > 0 then
+    local parts = {}
+    for _, r in ipairs(route_order) do
+      parts[#parts + 1] = string.format("%s (%d request%s)", r, route_uses[r], route_uses[r] == 1 and "" or "s")
+    end
+    io.stderr:write("isolate: credential routes used: ", table.concat(parts, ", "), "\n")
   end
   if not o.verbose and #hostless_order > 0 then
     io.stderr:write("isolate: the proxy ended connections that named no host:\n")
