@@ -72,7 +72,7 @@ deps:
 # the network, and changes the machine): before the first compile, the two
 # headers every object needs are looked for the way the compiler will, and
 # a missing one stops the build with the step that installs them.
-BUILD_HEADERS = lua.h uv.h
+BUILD_HEADERS = lua.h uv.h openssl/ssl.h
 check-headers:
 	@for h in $(BUILD_HEADERS); do \
 	  printf '#include <%s>\n' "$$h" | $(CC) $(ALL_CFLAGS) -E -x c - -o /dev/null 2>/dev/null || { \
