@@ -83,6 +83,28 @@ env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'
     assert.are.equal("/api/py", reqs[2].path)
   end)
 
+  it("the placeholder is useless elsewhere: sent to another allowed host it is only the placeholder", function()
+    if not dir then pending("openssl, python3 and curl are needed") return end
+    if helpers.skip_without_bwrap() then return end
+    up = tls.start(dir, "good")
+    assert(os.execute("cp " .. helpers.shquote(dir .. "/ca.pem") .. " " .. helpers.shquote(tmp .. "/ca.pem")))
+    -- the same upstream, reached directly (CONNECT, admitted by --allow-host), not through the route
+    helpers.write(tmp .. "/t.sh", ([[
+curl -sS --max-time 20 --cacert ca.pem -H "x-api-key: $MY_TOKEN" -H "Authorization: Bearer $MY_TOKEN" \
+  https://127.0.0.1:%d/elsewhere > direct.out 2> direct.err
+]]):format(up.port))
+    local status, out, err = isolate({ "--network", "deny", "--allow-host", "127.0.0.1:" .. up.port,
+      "--secret", "up=MY_TOKEN@https://127.0.0.1:" .. up.port, "--upstream-ca", dir .. "/ca.pem",
+      "--", "bash", "t.sh" })
+    assert.are.equal(0, status, err)
+    local reqs = up.requests()
+    assert.are.equal(1, #reqs, helpers.read(tmp .. "/direct.err"))
+    assert.are.equal("/elsewhere", reqs[1].path)
+    assert.are.same({ "isolation-route-up" }, tls.header(reqs[1], "x-api-key"))
+    assert.are.same({ "Bearer isolation-route-up" }, tls.header(reqs[1], "authorization"))
+    assert.is_nil((out .. err):find(SECRET, 1, true))
+  end)
+
   it("--agent claude with its key set makes its route: a Messages request inside carries the real key", function()
     if not dir then pending("openssl, python3 and curl are needed") return end
     if helpers.skip_without_bwrap() then return end
