@@ -30,7 +30,7 @@ ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC $(VISIBILITY) -I$(LUA_INC) -Isrc $(
 DEPFLAGS   = -MMD -MP
 # Not linked against liblua: the interpreter provides it. libuv is linked
 # because Lua loads luv with RTLD_LOCAL, so luv's copy is not visible to us.
-LIBS       = -luv -lpthread
+LIBS       = -luv -lpthread -lssl -lcrypto
 
 MODULE_SRC = $(wildcard src/*.c src/*/*.c)
 MODULE_OBJ = $(MODULE_SRC:src/%.c=$(BUILD)/obj/%.o)
@@ -42,7 +42,7 @@ ASAN_RT   := $(shell $(CC) -print-file-name=libasan.so 2>/dev/null)
 # Debian packages `make test` needs; installed when missing (as root).
 DEBS = lua5.4 liblua5.4-dev libuv1-dev lua-luv lua-luv-dev lua-cjson \
        lua-busted lua-check luarocks bubblewrap socat curl gcc make \
-       libc6-dev clang-format
+       libc6-dev clang-format libssl-dev openssl
 
 # mk/*.mk add targets (fuzz, bench, memcheck, the bridge, the demo) and may
 # append to ALL_TARGETS and TEST_STEPS.
@@ -72,7 +72,7 @@ deps:
 # the network, and changes the machine): before the first compile, the two
 # headers every object needs are looked for the way the compiler will, and
 # a missing one stops the build with the step that installs them.
-BUILD_HEADERS = lua.h uv.h
+BUILD_HEADERS = lua.h uv.h openssl/ssl.h
 check-headers:
 	@for h in $(BUILD_HEADERS); do \
 	  printf '#include <%s>\n' "$$h" | $(CC) $(ALL_CFLAGS) -E -x c - -o /dev/null 2>/dev/null || { \

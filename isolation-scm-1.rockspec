@@ -9,6 +9,7 @@ description = {
 dependencies = { "lua >= 5.4, < 5.5", "luv", "lua-cjson" }
 external_dependencies = {
   LIBUV = { header = "uv.h", library = "uv" },
+  OPENSSL = { header = "openssl/ssl.h", library = "ssl" },
 }
 build = {
   type = "builtin",
@@ -29,13 +30,14 @@ build = {
         "src/proxy/proxy_buf.c", "src/proxy/proxy_conn.c", "src/proxy/proxy_decide.c",
         "src/proxy/proxy_event.c", "src/proxy/proxy_listen.c", "src/proxy/proxy_loop.c",
         "src/proxy/proxy_pass.c", "src/proxy/proxy_auth.c", "src/proxy/proxy_socks.c", "src/wire/socks5.c",
+        "src/proxy/proxy_route.c", "src/proxy/proxy_tls.c",
         "src/proxy/proxy_lua.c", "src/proxy/proxy_relay.c", "src/launch/seccomp.c",
         "src/selftest.c", "src/strarg.c", "src/launch/target.c", "src/wire/tlshello.c",
       },
       defines = { "_GNU_SOURCE" },
-      incdirs = { "src", "$(LIBUV_INCDIR)" },
-      libdirs = { "$(LIBUV_LIBDIR)" },
-      libraries = { "uv", "pthread" },
+      incdirs = { "src", "$(LIBUV_INCDIR)", "$(OPENSSL_INCDIR)" },
+      libdirs = { "$(LIBUV_LIBDIR)", "$(OPENSSL_LIBDIR)" },
+      libraries = { "uv", "pthread", "ssl", "crypto" },
     },
     ["isolation.cli"] = "lua/isolation/cli.lua",
     ["isolation.limits"] = "lua/isolation/limits.lua",
@@ -48,6 +50,7 @@ build = {
     ["isolation.text"] = "lua/isolation/text.lua",
     ["isolation.agentcfg"] = "lua/isolation/agentcfg.lua",
     ["isolation.scheduler"] = "lua/isolation/scheduler.lua",
+    ["isolation.routes"] = "lua/isolation/routes.lua",
     ["isolation.session"] = "lua/isolation/session.lua",
     ["isolation.setid"] = "lua/isolation/setid.lua",
   },

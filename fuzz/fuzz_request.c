@@ -1,5 +1,6 @@
 /*
- * fuzz_request.c - http_parse_request and http_write_upstream_head.
+ * fuzz_request.c - http_parse_request, http_parse_request_origin and
+ * http_write_upstream_head.
  * Besides memory errors it checks what the proxy relies on: spans inside
  * the input, a port in range, a prefix never judged differently from the
  * whole, and a writer that never writes past its buffer.
@@ -68,6 +69,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (p != 0 && p != r)
             abort();
         if (p > 0 && (size_t)p > cut)
+            abort();
+    }
+    /* The origin-form parser (a proxy with routes) judges every other
+     * head exactly as the plain one; what only it accepts is origin form,
+     * its path a span of the input starting with '/', no host. */
+    static struct http_request org;
+    const char *owhy = NULL;
+    int o = http_parse_request_origin(buf, size, max_head, &org, &owhy);
+    if (o < 0 && !owhy)
+        abort();
+    if (r > 0 && (o != r || org.origin_form))
+        abort();
+    if (o > 0 && !org.origin_form && o != r)
+        abort();
+    if (o > 0 && org.origin_form &&
+        (!inside(buf, size, org.path) || org.path.n == 0 ||
+         org.path.p[0] != '/' || org.host[0] != '\0' || org.is_connect))
+        abort();
+    for (int k = 0; k < 2 && size > 0; k++) {
+        size_t cut = k == 0 ? size - 1 : (size * 7919u) % size;
+        int p = http_parse_request_origin(buf, cut, max_head, &pre, &owhy);
+        if (p != 0 && p != o)
             abort();
     }
     free(buf);

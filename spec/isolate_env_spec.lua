@@ -31,16 +31,30 @@ describe("isolate's environment", function()
     return cli.isolate(all, { env = e })
   end
 
-  for _, network in ipairs({ "deny", "allow" }) do
+  -- Under deny the agent's key goes through its route (spec/isolate_route_spec):
+  -- inside it is a placeholder; --no-routes passes it in as before.
+  for _, case in ipairs({ { "deny", "--no-routes" }, { "allow" } }) do
+    local network = case[1]
     it("network " .. network .. ": a canary secret stays outside; the agent's own key gets in", function()
       if helpers.skip_without_bwrap() then return end
-      local status, out, err = isolate({ "--network", network, "--agent", "claude", "--", "sh", "-c",
-        "env; cat /proc/1/environ" }, { "ANTHROPIC_API_KEY=sk-own" })
+      local args = { "--network", network, "--agent", "claude" }
+      if case[2] then args[#args + 1] = case[2] end
+      for _, a in ipairs({ "--", "sh", "-c", "env; cat /proc/1/environ" }) do args[#args + 1] = a end
+      local status, out, err = isolate(args, { "ANTHROPIC_API_KEY=sk-own" })
       assert.are.equal(0, status, err)
       assert.is_nil(out:find(CANARY, 1, true), out)
       assert.truthy(out:find("ANTHROPIC_API_KEY=sk-own", 1, true), out)
     end)
   end
+
+  it("network deny: the agent's key is only a placeholder inside (its route)", function()
+    if helpers.skip_without_bwrap() then return end
+    local status, out, err = isolate({ "--network", "deny", "--agent", "claude", "--", "sh", "-c",
+      "env; cat /proc/[0-9]*/environ" }, { "ANTHROPIC_API_KEY=sk-own" })
+    assert.are.equal(0, status, err)
+    assert.is_nil(out:find("sk-own", 1, true), out)
+    assert.truthy(out:find("ANTHROPIC_API_KEY=isolation-route-claude", 1, true), out)
+  end)
 
   it("--env passes a name (byte for byte), an unset one stays unset; --setenv sets a literal value", function()
     if helpers.skip_without_bwrap() then return end

@@ -83,7 +83,8 @@ describe("limits in the launch spec (pure)", function()
   it("wrap() is the argv() line: the prologue is one quoted word, bash's own script", function()
     local s = spec_with({ pids = 8 }, "cgroup")
     local line = assert(isolation.wrap(s))
-    assert.truthy(helpers.line_body(line):find("^'[^']*/isolation%-bridge' '%-%-reap' '5' '%-%-' 'bash' '%-c' 'set %-u\n"),
+    local reaper = "^'[^']*/isolation%-bridge' '%-%-reap' '5' '%-%-' "
+    assert.truthy(helpers.line_body(line):find(reaper .. "'bash' '%-c' 'set %-u\n"),
       line)
     assert.truthy(line:find("'isolation-cgroup' '-' '8' '-' '--' 'env' '-i'", 1, true))
   end)

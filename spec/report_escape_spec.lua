@@ -51,7 +51,8 @@ local WORKDIR_NAME = "w\27]0;owned\7\r\nisolate: protect: nothing changed\155\12
 local function hex(s) return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end)) end
 
 -- Inside: each name gets a .git that git takes for a repository (HEAD,
--- objects/, refs/) with a config that runs a program (made in the session), and .vscode/tasks.json appears (a protected path that was missing).
+-- objects/, refs/) with a config that runs a program (made in the session),
+-- and .vscode/tasks.json appears (a protected path that was missing).
 local MAKE = [[
 import os
 for h in open("names.hex").read().split():

@@ -115,6 +115,15 @@ Options:
                              HOME and the --agent's own keys, nothing else
   --setenv NAME=VALUE        repeatable: set NAME to VALUE inside
   --inherit-env              pass the whole environment, secrets included
+  --secret [NAME=]ENV@URL[#HEADER]
+                             repeatable, deny only: a credential route; the
+                             proxy adds ENV's value (bearer, basic:USER or a
+                             header name) to requests for
+                             $ISOLATION_ROUTE_<NAME>; inside, ENV is only a
+                             placeholder
+  --git                      the --secret routes also serve git (insteadOf)
+  --upstream-ca FILE         verify the routes' upstreams against this PEM file
+  --no-routes                with --agent: pass its key in, keep its API hosts
   --memory SIZE              the sandbox's memory in all (SIZE: bytes, or 512M, 2G)
   --pids N                   at most N processes in the sandbox (its own shell and
                              bwrap's count)
@@ -539,7 +548,7 @@ local SINGLE = {
   ["--ca-cert"] = "ca_cert", ["--bridge"] = "bridge", ["--target"] = "target", ["--config"] = "config",
   ["--hook-url"] = "hook_url", ["--seccomp"] = "seccomp", ["--log"] = "log", ["--agent-config"] = "agent_config",
   ["--memory"] = "memory", ["--pids"] = "pids", ["--tmpfs-size"] = "tmpfs_size", ["--cpus"] = "cpus",
-  ["--time"] = "time",
+  ["--time"] = "time", ["--upstream-ca"] = "upstream_ca",
 }
 local REPEATED = { ["--allow-host"] = "allow_hosts", ["--bind"] = "binds", ["--ro-bind"] = "ro_binds",
   ["--protect"] = "protect" }
@@ -553,6 +562,9 @@ FLAGS["--inherit-env"] = "env_inherit"
 FLAGS["--learn"] = "learn"
 FLAGS["--no-default-hosts"] = "no_default_hosts"
 FLAGS["--gpu"] = "gpu"
+REPEATED["--secret"] = "secrets"
+FLAGS["--git"] = "git_routes"
+FLAGS["--no-routes"] = "no_routes"
 local CHOICES = {
   mode = { bwrap = true, docker = true, podman = true, none = true },
   network = { allow = true, deny = true, none = true },
@@ -565,7 +577,8 @@ local CHOICES = {
 local OTHER_OPTIONS = { ["--help"] = true, ["--version"] = true }
 
 local function parse(args)
-  local o = { allow_hosts = {}, binds = {}, ro_binds = {}, resolve = {}, env_pass = {}, env_set = {}, protect = {} }
+  local o = { allow_hosts = {}, binds = {}, ro_binds = {}, resolve = {}, env_pass = {}, env_set = {}, protect = {},
+    secrets = {} }
   local i = 1
   while i <= #args do
     local a = args[i]
@@ -743,6 +756,90 @@ local function env_options(o)
   return #o.env_pass > 0 and o.env_pass or nil, set, o.env_inherit or nil
 end
 
+-- --secret [NAME=]ENV@URL[#HEADER]: a credential route. The secret is read
+-- from the launching environment's ENV and goes to the proxy alone; the
+-- spec (printable, dry run) gets the route's variables, never the value.
+local SECRET_FORM = "--secret must be [NAME=]ENV@https://HOST[:PORT][/PATH][#HEADER]"
+local function parse_secret(a)
+  local name, rest = a:match("^([a-z0-9-]+)=(.*)$")
+  rest = rest or a
+  local env, url = rest:match("^([A-Za-z_][A-Za-z0-9_]*)@(.+)$")
+  if not env then die_usage(string.format("%s (got %q)", SECRET_FORM, a)) end
+  local header
+  url, header = url:match("^([^#]*)#?(.*)$")
+  local host = url:match("^https://%[?([^/:%]]+)")
+  if not host then die_usage(string.format("%s: the URL must start with https:// (got %q)", SECRET_FORM, a)) end
+  name = name or host:lower():gsub("[^a-z0-9-]", "-")
+  return { name = name, env = env, upstream = url, header = header ~= "" and header or "bearer" }
+end
+
+-- --agent's own route when its key is set here (API: credential routes):
+-- the key variables in order of preference with their header, the base-URL
+-- variable the agent honours, and its default upstream.
+local AGENT_ROUTES = require("isolation.routes").AGENTS
+
+-- The agent's route as a --secret would give it, and the variable that
+-- gets its base URL inside; nil when there is none to make.
+local function agent_route(o, cfg)
+  local a = AGENT_ROUTES[o.agent or ""]
+  if not a or o.no_routes or cfg.network ~= "deny" then return nil end
+  for _, k in ipairs(a.keys) do
+    local v = os.getenv(k[1])
+    if v and v ~= "" then
+      local up = os.getenv(a.url_env)
+      if not (up and up:match("^https://")) then up = a.upstream end
+      return o.agent .. "=" .. k[1] .. "@" .. up .. "#" .. k[2], a.url_env
+    end
+  end
+  return nil
+end
+
+-- The routes of --secret, with their values from the environment (nil:
+-- none); the variables each sets inside go into spec.env_set.
+local function routes_for(o, cfg, spec)
+  local agent_secret, agent_url_env = agent_route(o, cfg)
+  if agent_secret then table.insert(o.secrets, 1, agent_secret) end
+  if #o.secrets == 0 then return nil end
+  if cfg.network ~= "deny" then die_usage("--secret needs --network deny (the route is the proxy's)") end
+  local routes, seen, git = {}, {}, {}
+  local port = spec.proxy_port or 3128
+  spec.env_set = spec.env_set or {}
+  for _, a in ipairs(o.secrets) do
+    local r = parse_secret(a)
+    if seen[r.name] then die_usage(string.format("--secret: two routes are named %q", r.name)) end
+    seen[r.name] = true
+    local value = os.getenv(r.env)
+    if not value or value == "" then
+      die_usage(string.format("--secret %s: %s is not set in this environment", r.name, r.env))
+    end
+    for _, n in ipairs(spec.env_pass or {}) do
+      if n == r.env then die_usage("--env " .. n .. " would pass the secret of --secret inside") end
+    end
+    local base = "http://127.0.0.1:" .. port .. "/" .. r.name
+    spec.env_set["ISOLATION_ROUTE_" .. r.name:upper():gsub("-", "_")] = base
+    -- the real value never arrives inside, even through --inherit-env
+    spec.env_set[r.env] = "isolation-route-" .. r.name
+    if agent_secret and r.name == o.agent then
+      spec.env_set[agent_url_env] = base
+      -- the agent's other key variables set here: placeholders too
+      for _, k in ipairs(AGENT_ROUTES[o.agent].keys) do
+        if os.getenv(k[1]) then spec.env_set[k[1]] = "isolation-route-" .. r.name end
+      end
+      o.agent_upstream_host = r.upstream:match("^https://%[?([^/:%]]+)"):lower()
+    end
+    if o.git_routes then git[#git + 1] = { base .. "/", (r.upstream:gsub("/*$", "")) .. "/" } end
+    routes[#routes + 1] = { name = r.name, upstream = r.upstream, header = r.header, value = value }
+  end
+  if #git > 0 then
+    spec.env_set.GIT_CONFIG_COUNT = tostring(#git)
+    for i, g in ipairs(git) do
+      spec.env_set["GIT_CONFIG_KEY_" .. (i - 1)] = "url." .. g[1] .. ".insteadOf"
+      spec.env_set["GIT_CONFIG_VALUE_" .. (i - 1)] = g[2]
+    end
+  end
+  return routes
+end
+
 local function build_spec(o, cfg)
   local cwd = assert(uv.cwd())
   local workdir = absolute(o.workdir or cwd, cwd)
@@ -792,6 +889,7 @@ local function build_spec(o, cfg)
   end
   if cfg.mode == "docker" or cfg.mode == "podman" then spec.tty = uv.guess_handle(0) == "tty" end
   spec.env_pass, spec.env_set, spec.env_inherit = env_options(o)
+  o.routes = routes_for(o, cfg, spec)
   spec.agent_config = o.agent_config
   if o.gpu and cfg.mode ~= "" then
     spec.gpu = true
@@ -827,6 +925,16 @@ local function allowlist(o, cfg)
   local defaults, err = require("isolation.session")._default_hosts(o.agent, o.hook_url,
     not o.no_default_hosts)
   if not defaults then die_usage("--hook-url: " .. tostring(err):gsub("^isolation: ", "")) end
+  -- With the agent's route, its model hosts leave the allowlist: the API is
+  -- reachable only through the route, which always carries the user's key.
+  if o.agent_upstream_host then
+    seen[o.agent_upstream_host] = true
+    local own = isolation.default_allow_hosts(o.agent) or {}
+    local base = isolation.default_allow_hosts(nil) or {}
+    local common = {}
+    for _, h in ipairs(base) do common[h] = true end
+    for _, h in ipairs(own) do if not common[h] then seen[h] = true end end
+  end
   for _, src in ipairs({ defaults, cfg.allow_hosts or {} }) do
     for _, h in ipairs(src) do
       if not seen[h] then seen[h] = true; list[#list + 1] = h end
@@ -860,6 +968,10 @@ local function dry_run(o, spec, allow)
     out[#out + 1] = "proxy allowlist (" .. #allow .. " patterns; the socket is made at run time in "
       .. o.tmp_base .. "/isolate.XXXXXX):"
     for _, h in ipairs(allow) do out[#out + 1] = "  " .. h end
+  end
+  for _, r in ipairs(o.routes or {}) do
+    out[#out + 1] = string.format("route %s: %s, header %s (the secret is not shown), inside ISOLATION_ROUTE_%s",
+      r.name, r.upstream, r.header, (r.name:upper():gsub("-", "_")))
   end
   out[#out + 1] = ""
   out[#out + 1] = "argv (" .. #argv .. " elements, one a line):"
@@ -1192,6 +1304,7 @@ local function run(o, spec, allow)
   -- that is no request, a refused listener handover, a client gone
   -- before its request): by code
   local hostless, hostless_order = {}, {}
+  local route_uses, route_order = {}, {} -- requests per credential route
   local used, used_order = {}, {} -- learn mode: the host:port of each admitted request
   local function teardown()
     if proxy then proxy:close(); proxy = nil end
@@ -1214,6 +1327,11 @@ local function run(o, spec, allow)
       if o.verbose then stderr:write("isolate: proxy: ", event_line(ev), "\n") end
       local addr, class = refused_address(ev)
       local host, port, code = safe_host(ev.host), safe_port(ev.port), safe_code(ev.code)
+      local route = ev.code == "route" and tostring(ev.reason or ""):match("^route ([a-z0-9-]+):")
+      if route then
+        if not route_uses[route] then route_order[#route_order + 1] = route; route_uses[route] = 0 end
+        route_uses[route] = route_uses[route] + 1
+      end
       if (ev.type == "report" or ev.type == "allow") and o.learn then
         local key = host_port(host, port)
         if not used[key] then
@@ -1247,13 +1365,17 @@ local function run(o, spec, allow)
     proxy, err = isolation.proxy({ allow = allow, unix = socket, loop = uv, on_event = on_event,
       accept_listeners = spec.bridge == "pass" and 2 or nil, -- HTTP and SOCKS5
       allow_private = o.allow_private or nil, resolve = resolve_table(o.resolve), report = o.learn or nil,
-      audit_log = o.log and absolute(o.log, assert(uv.cwd())), session = o.log and session_id() })
+      audit_log = o.log and absolute(o.log, assert(uv.cwd())), session = o.log and session_id(),
+      routes = o.routes, upstream_ca_file = o.routes and o.upstream_ca and absolute(o.upstream_ca, assert(uv.cwd())) })
+    o.routes = nil -- the values now live in the proxy alone
     if not proxy then
       teardown()
       if tostring(err):find("audit_log", 1, true) then
         die_usage("--log " .. tostring(err):gsub("^isolation: audit_log ", ""))
       end
       if tostring(err):find("resolve", 1, true) then die_usage("--resolve: " .. tostring(err)) end
+      if tostring(err):find("routes", 1, true) then die_usage("--secret: " .. tostring(err)) end
+      if tostring(err):find("upstream_ca_file", 1, true) then die_usage("--upstream-ca: " .. tostring(err)) end
       die("cannot start the proxy: " .. tostring(err))
     end
     if o.learn then
@@ -1348,6 +1470,13 @@ local function run(o, spec, allow)
     for _, k in ipairs(failed_order) do
       say(string.format("isolate:   %s (%s)", k, failed[k]))
     end
+  end
+  if #route_order > 0 then
+    local parts = {}
+    for _, r in ipairs(route_order) do
+      parts[#parts + 1] = string.format("%s (%d request%s)", r, route_uses[r], route_uses[r] == 1 and "" or "s")
+    end
+    io.stderr:write("isolate: credential routes used: ", table.concat(parts, ", "), "\n")
   end
   if not o.verbose and #hostless_order > 0 then
     say("isolate: the proxy ended connections that named no host:")

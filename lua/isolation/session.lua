@@ -22,6 +22,7 @@ local textmod = require("isolation.text")
 local limits = require("isolation.limits")
 local hostpaths = require("isolation.hostpaths")
 local setid = require("isolation.setid")
+local routes = require("isolation.routes")
 
 local M = {}
 
@@ -833,9 +834,59 @@ function Manager:launch(req)
     spec.bridge = "pass"
   end
   local path, allow
+  -- Credential routes: secrets and agent_keys (values kept only in the
+  -- session's proxy; the spec gets the variables).
+  local route_list, proxy_routes = {}, nil
+  if req.secrets ~= nil and req.secrets ~= NULL then
+    if type(req.secrets) ~= "table" then
+      return nil, "isolation: secrets must be an array of {env, value, url, header, git} (got " .. show(req.secrets)
+        .. ")"
+    end
+    for i, sec in ipairs(req.secrets) do
+      local field = "isolation: secrets[" .. i .. "]"
+      if type(sec) ~= "table" then return nil, field .. " must be a table (got " .. show(sec) .. ")" end
+      if type(sec.env) ~= "string" or not sec.env:match("^[A-Za-z_][A-Za-z0-9_]*$") then
+        return nil, field .. ".env must be a variable name (got " .. show(sec.env) .. ")"
+      end
+      local name = sec.name or routes.default_name(sec.url)
+      if type(name) ~= "string" or not routes.host_of(sec.url) then
+        return nil, field .. ".url must be https://HOST[:PORT][/PATH] (got " .. show(sec.url) .. ")"
+      end
+      route_list[#route_list + 1] = { name = name, env = sec.env, upstream = sec.url, header = sec.header,
+        value = sec.value, git = sec.git == true }
+    end
+  end
+  if req.agent_keys ~= nil and req.agent_keys ~= NULL then
+    if type(req.agent_keys) ~= "table" then
+      return nil, "isolation: agent_keys must be a table NAME -> secret (got " .. show(req.agent_keys) .. ")"
+    end
+    local r = routes.agent_route(req.agent, req.agent_keys)
+    if r then table.insert(route_list, 1, r) end
+  end
+  if #route_list > 0 then
+    if not uses_proxy then
+      return nil, "isolation: secrets and agent_keys need network deny (the route is the proxy's)"
+    end
+    local env_set = {}
+    for k, v in pairs(type(spec.env_set) == "table" and spec.env_set or {}) do env_set[k] = v end
+    local keys = type(req.agent_keys) == "table" and req.agent_keys or {}
+    proxy_routes = routes.apply(env_set, route_list, spec.proxy_port or 3128, function(n) return keys[n] ~= nil end)
+    spec.env_set = env_set
+  end
   if uses_proxy then
     allow, err = allowlist(req.agent, req.hook_url, cfg, req.default_hosts)
     if not allow then return nil, err end
+    if route_list[1] and route_list[1].url_env then
+      -- the agent's model hosts leave the allowlist: only its route reaches them
+      local own = call(isolation.default_allow_hosts, req.agent, nil) or {}
+      local common = {}
+      for _, h in ipairs(call(isolation.default_allow_hosts, "", nil) or {}) do common[h] = true end
+      local drop = { [routes.host_of(route_list[1].upstream)] = true }
+      for _, h in ipairs(own) do if not common[h] then drop[h] = true end end
+      local kept = {}
+      for _, h in ipairs(allow) do if not drop[h] then kept[#kept + 1] = h end end
+      allow = kept
+    end
     path = socket_path(self.runtime_dir, id)
     for _, other in pairs(self._sessions) do
       if other.state == "running" and other.proxy_socket == path then
@@ -933,7 +984,8 @@ function Manager:launch(req)
     -- the agent runs
     p, err = call(isolation.proxy, { allow = allow, unix = path, audit_log = self._audit_log,
       accept_listeners = spec.bridge == "pass" and 2 or nil,
-      session = self._audit_log and id, max_connections = req.max_connections or self._max_connections })
+      session = self._audit_log and id, max_connections = req.max_connections or self._max_connections,
+      routes = proxy_routes, upstream_ca_file = proxy_routes and req.upstream_ca_file or nil })
     if not p then
       remove_filter(s.seccomp_file)
       return nil, err

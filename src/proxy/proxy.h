@@ -100,6 +100,28 @@ struct proxy_resolve {
     struct host_addr *addrs;
 };
 
+/* A credential route (proxy_route.c): requests for /<name>/... go to the
+ * upstream over TLS with the secret in a header. hdr holds the whole header
+ * line with the secret ("Name: value\r\n"); it is wiped before it is
+ * freed, and nothing else holds the secret. */
+#define ROUTE_NAME_CAP 64
+struct proxy_route {
+    char name[ROUTE_NAME_CAP];
+    size_t name_len;
+    char host[HOST_NAME_CAP]; /* the upstream's host, normalized */
+    enum host_kind kind;
+    struct host_addr addr; /* for an IP literal */
+    int port;
+    char *base; /* the upstream URL's path, without a trailing '/' */
+    size_t base_len;
+    char drop[ROUTE_NAME_CAP]; /* a header the client may not send */
+    size_t drop_len;
+    char *hdr;
+    size_t hdr_len;
+};
+
+struct ssl_ctx_st; /* OpenSSL's SSL_CTX, made only when there are routes */
+
 struct proxy_opts {
     uint64_t header_ms, connect_ms, dns_ms, idle_ms;
     size_t max_header_bytes;
@@ -120,6 +142,9 @@ struct proxy_opts {
     size_t token_basic_len;
     struct proxy_resolve *resolve;
     size_t nresolve;
+    struct proxy_route *routes;
+    size_t nroutes;
+    struct ssl_ctx_st *tls_ctx;
 };
 
 struct proxy_event {
@@ -363,6 +388,11 @@ void proxy_audit_event(struct proxy_audit *a, const struct proxy_event *e);
 uint64_t proxy_audit_dropped(struct proxy_audit *a);
 /* Writes what is queued (waiting a bounded time), then frees the log. */
 void proxy_audit_close(struct proxy_audit *a);
+
+/* proxy_route.c: the routes and upstream_ca_file options; 0, or -1 with
+ * a message pushed (never the secret). routes_free wipes the secrets. */
+int proxy_routes_parse(lua_State *L, struct proxy_opts *o);
+void proxy_routes_free(struct proxy_opts *o);
 
 /* proxy_buf.c: the loop's free read buffers go back to the system. */
 void relay_pool_free(struct proxy_loop *loop);

@@ -116,6 +116,9 @@ static void on_up_closed(uv_handle_t *h)
 {
     struct conn *c = h->data;
     c->nopen--;
+    proxy_tls_free(c->up.tls);
+    c->up.tls = NULL;
+    c->up.route = NULL;
     c->up.inited = c->up.closing = c->up.connected = false;
     c->reading[SIDE_UP] = false;
     if (c->closing) {
@@ -163,7 +166,7 @@ void conn_admit(struct conn *c, uint8_t kind)
  * bytes it moved (see README, choices: a tunnel is logged once, whole). */
 void conn_event_admitted(struct conn *c)
 {
-    char reason[160], text[INET6_ADDRSTRLEN];
+    char reason[256], text[INET6_ADDRSTRLEN];
     const char *learn = c->reported ? "not in the allowlist, admitted by "
                                       "learn mode; "
                                     : "";
@@ -171,12 +174,17 @@ void conn_event_admitted(struct conn *c)
         proxy_addr_text(&c->addrs[c->addr_i], text, sizeof text);
         snprintf(reason, sizeof reason, "%stunnel to %s", learn, text);
     } else {
-        snprintf(reason, sizeof reason, "%supstream answered %d%s", learn,
-                 c->fwd.res_status,
+        char via[ROUTE_NAME_CAP + 16] = "";
+        if (c->route)
+            snprintf(via, sizeof via, "route %s: ", c->route->name);
+        snprintf(reason, sizeof reason, "%s%supstream answered %d%s", learn,
+                 via, c->fwd.res_status,
                  c->fwd.res_done ? "" : " (the response was cut short)");
     }
     conn_event(c, c->reported ? "report" : "allow",
-               c->reported ? "not_allowed" : "allowed",
+               c->route      ? "route"
+               : c->reported ? "not_allowed"
+                             : "allowed",
                c->admitted == 1 ? 200 : c->fwd.res_status, reason);
 }
 
@@ -293,6 +301,7 @@ void conn_update_reads(struct conn *c)
     case CONN_DIAL:
         client = c->is_connect && !c->dir[DIR_UP].eof &&
                  c->head_len <= c->px->opts.max_header_bytes;
+        up = proxy_tls_handshaking(c->up.tls); /* a route's handshake */
         break;
     case CONN_LINGER:
         client = true;
@@ -549,6 +558,27 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         return;
     }
     struct relay_buf *rb = buf_owner(buf);
+    if (c->up.tls) {
+        /* A route's upstream: ciphertext, made plaintext by proxy_tls.c,
+         * which hands it to conn_up_plain. */
+        if (n <= 0 && rb)
+            relay_buf_put(c->px->loop, rb);
+        if (n == 0)
+            return;
+        if (n < 0)
+            c->reading[SIDE_UP] = false;
+        else
+            c->last_active = uv_now(conn_loop(c));
+        if (n > 0 && relaying(c))
+            turn_count(c, n);
+        proxy_tls_up_read(c, n > 0 ? rb : NULL, n);
+        return;
+    }
+    conn_up_plain(c, rb, n);
+}
+
+void conn_up_plain(struct conn *c, struct relay_buf *rb, ssize_t n)
+{
     if (n <= 0) {
         if (rb)
             relay_buf_put(c->px->loop, rb);
@@ -575,10 +605,12 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         conn_close_up(c);
         return;
     }
-    if ((size_t)n == rb->cap && !c->bulk[SIDE_UP])
-        went_bulk_down(c);
-    if (relaying(c))
-        turn_count(c, n);
+    if (!c->up.tls) {
+        if ((size_t)n == rb->cap && !c->bulk[SIDE_UP])
+            went_bulk_down(c);
+        if (relaying(c))
+            turn_count(c, n);
+    }
     relay_up_data(c, rb, (size_t)n);
 }
 
@@ -615,6 +647,8 @@ static const char *status_text(int status)
         return "Bad Request";
     case 403:
         return "Forbidden";
+    case 404:
+        return "Not Found";
     case 407:
         return "Proxy Authentication Required";
     case 408:
@@ -1004,7 +1038,10 @@ static void tunnel_established(struct conn *c)
 static void forward_send(struct conn *c)
 {
     c->state = CONN_FORWARD;
+    /* A route's handshake may still have bytes queued upstream. */
+    uint32_t queued = c->dir[DIR_UP].pending;
     memset(c->dir, 0, sizeof c->dir);
+    c->dir[DIR_UP].pending = queued;
     c->fwd.res_head_done = c->fwd.res_done = false;
     c->last_active = uv_now(conn_loop(c));
     conn_arm(c, c->px->opts.idle_ms);
@@ -1035,15 +1072,29 @@ static void on_connect(uv_connect_t *req, int status)
     memcpy(c->up.host, c->host, sizeof c->up.host);
     c->up.port = c->port;
     c->up.addr = c->addrs[c->addr_i];
+    if (c->route) {
+        c->up.route = c->route;
+        proxy_tls_start(c); /* conn_route_ready once it is verified */
+        return;
+    }
     if (c->is_connect)
         tunnel_established(c);
     else
         forward_send(c);
 }
 
+void conn_route_ready(struct conn *c)
+{
+    if (c->closing || c->state != CONN_DIAL)
+        return;
+    forward_send(c);
+}
+
 static void check_and_dial(struct conn *c)
 {
-    for (unsigned i = 0; i < c->naddr; i++)
+    /* A route's upstream was chosen by the host, not the sandbox: no
+     * allowlist or private-address check (API, credential routes). */
+    for (unsigned i = 0; !c->route && i < c->naddr; i++)
         if (!addr_admitted(c, &c->addrs[i]))
             return;
     c->state = CONN_DIAL;
@@ -1145,14 +1196,17 @@ static int forward_prepare(struct conn *c, const struct http_request *req,
     struct relay_buf *out = relay_buf_get(loop);
     if (!out)
         return -1;
-    size_t n = http_write_upstream_head(req, true, out->data, out->cap);
+    size_t n = c->route
+                   ? route_write_head(c->route, req, out->data, out->cap)
+                   : http_write_upstream_head(req, true, out->data, out->cap);
     size_t extra = c->head_len - head_len;
     if (n + extra > out->cap) {
         relay_buf_put(loop, out);
         out = relay_buf_sized(n + extra);
         if (!out)
             return -1;
-        n = http_write_upstream_head(req, true, out->data, out->cap);
+        n = c->route ? route_write_head(c->route, req, out->data, out->cap)
+                     : http_write_upstream_head(req, true, out->data, out->cap);
     }
     c->fwd.req_body = (uint8_t)req->body;
     c->fwd.req_left = req->content_length;
@@ -1191,6 +1245,53 @@ static int forward_prepare(struct conn *c, const struct http_request *req,
     return 0;
 }
 
+/* A request for a route (or an origin-form request, which only a route
+ * may take): no allowlist; the route's upstream over TLS. */
+static void route_request(struct conn *c, const struct http_request *req,
+                          size_t head_len, const char *bad_path)
+{
+    const struct proxy_route *rt = c->route;
+    if (!rt) {
+        c->head_len = 0;
+        c->port = 0;
+        size_t pn = req->path.n < 64 ? req->path.n : 64;
+        snprintf(c->host, sizeof c->host, "%.*s", (int)pn, req->path.p);
+        conn_reply(c, 400, "deny", "unknown_route",
+                   "no route has the first segment of this path as its "
+                   "name (an origin-form request is for a route)");
+        return;
+    }
+    memcpy(c->host, rt->host, sizeof c->host);
+    c->port = rt->port;
+    c->kind = (uint8_t)rt->kind;
+    if (bad_path) {
+        c->head_len = 0;
+        conn_reply(c, 400, "deny", "bad_request", bad_path);
+        return;
+    }
+    int r = forward_prepare(c, req, head_len);
+    if (r != 0) {
+        c->head_len = 0;
+        conn_reply(c, r == -2 ? 400 : 502, r == -2 ? "deny" : "error",
+                   r == -2 ? "bad_request" : "internal_error",
+                   r == -2 ? "malformed chunked body" : "out of memory");
+        return;
+    }
+    if (c->up.connected && !c->up.closing && c->up.reusable && c->up.tls &&
+        c->up.route == rt) {
+        forward_send(c);
+        return;
+    }
+    conn_close_up(c);
+    if (rt->kind == HOST_IPV4 || rt->kind == HOST_IPV6) {
+        c->naddr = 1;
+        c->addrs[0] = rt->addr;
+        check_and_dial(c);
+        return;
+    }
+    resolve(c);
+}
+
 static void handle_request(struct conn *c, const struct http_request *req,
                            size_t head_len)
 {
@@ -1219,6 +1320,13 @@ static void handle_request(struct conn *c, const struct http_request *req,
 
     proxy_allow_put(c->allow);
     c->allow = proxy_allow_get(p);
+    const char *bad_path = NULL;
+    c->route = route_match(p, req, &bad_path);
+    c->routed = c->route || req->origin_form;
+    if (c->routed) {
+        route_request(c, req, head_len, bad_path);
+        return;
+    }
     struct verdict v;
     if (!decide_host(p, c->allow->list, req->host_kind, req->host, &req->addr,
                      req->port, &c->reported, &v)) {
@@ -1244,7 +1352,7 @@ static void handle_request(struct conn *c, const struct http_request *req,
         }
         /* The kept upstream reaches this host:port at a checked address:
          * reuse it if that address still passes under today's allowlist. */
-        if (c->up.connected && !c->up.closing && c->up.reusable &&
+        if (c->up.connected && !c->up.closing && c->up.reusable && !c->up.tls &&
             c->up.port == c->port && strcmp(c->up.host, c->host) == 0) {
             c->naddr = 1;
             c->addr_i = 0;
@@ -1310,7 +1418,10 @@ static void conn_parse_head(struct conn *c)
     struct http_request req;
     const char *why = NULL;
     size_t max = c->px->opts.max_header_bytes;
-    int r = http_parse_request(c->head, c->head_len, max, &req, &why);
+    int r =
+        c->px->opts.nroutes
+            ? http_parse_request_origin(c->head, c->head_len, max, &req, &why)
+            : http_parse_request(c->head, c->head_len, max, &req, &why);
     if (r == 0) {
         if (c->head_len > max)
             conn_reply(c, 431, "deny", "too_large", "request head too large");
@@ -1352,6 +1463,8 @@ void conn_forward_done(struct conn *c)
         return;
     if (c->ev_pending && c->admitted)
         conn_event_admitted(c);
+    c->route = NULL;
+    c->routed = false;
     if (!c->up.reusable || c->dir[DIR_DOWN].eof)
         conn_close_up(c);
     proxy_allow_put(c->allow);

@@ -53,6 +53,10 @@ struct conn_up {
     char host[HOST_NAME_CAP];
     int port;
     struct host_addr addr;
+    /* A route's upstream: its TLS session (proxy_tls.c), and the route it
+     * was made for (reused only for the same route). */
+    struct proxy_tls *tls;
+    const struct proxy_route *route;
 };
 
 /* A forward request and its response, framed in both directions. */
@@ -131,6 +135,8 @@ struct conn {
     struct host_addr addrs[PROXY_MAX_ADDRS];
 
     struct conn_fwd fwd;
+    const struct proxy_route *route; /* the request in flight is a route's */
+    bool routed; /* ... or was meant for one: errors carry X-Isolation-Error */
 };
 
 /* proxy_pass.c: listeners handed over a unix socket (SCM_RIGHTS). */
@@ -196,6 +202,40 @@ int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
                size_t len);
 /* Copies bytes into a buffer of its own and sends it. */
 int relay_send_copy(struct conn *c, int d, const char *p, size_t len);
+
+/* proxy_relay.c: relay_send without the TLS layer (ciphertext). */
+int relay_send_raw(struct conn *c, int d, struct relay_buf *rb, size_t off,
+                   size_t len);
+
+/* proxy_conn.c: the route's upstream is connected and verified: send. */
+void conn_route_ready(struct conn *c);
+/* on_up_read's handling of bytes (n > 0, rb holding them) or of an end or
+ * error (n < 0, rb NULL) once they are plaintext. */
+void conn_up_plain(struct conn *c, struct relay_buf *rb, ssize_t n);
+
+/* proxy_route.c: the route of a request, or NULL; *bad set (with a reason)
+ * when the request names a route but its path leaves it. */
+const struct proxy_route *route_match(const struct proxy *p,
+                                      const struct http_request *req,
+                                      const char **bad);
+/* The head sent to the route's upstream (like http_write_upstream_head);
+ * the length written or needed. */
+size_t route_write_head(const struct proxy_route *rt,
+                        const struct http_request *req, char *out, size_t cap);
+
+/* proxy_tls.c: TLS to a route's upstream over c->up.tcp, on memory BIOs. */
+struct proxy_tls;
+/* Starts the handshake (c->up connected); 0, or -1 after failing c. */
+int proxy_tls_start(struct conn *c);
+/* Ciphertext read from the upstream (n > 0), or its end or error (n < 0,
+ * rb NULL). */
+void proxy_tls_up_read(struct conn *c, struct relay_buf *rb, ssize_t n);
+/* Plaintext towards the upstream; takes rb. <0 on error. */
+int proxy_tls_send(struct conn *c, struct relay_buf *rb, size_t off,
+                   size_t len);
+/* Is the handshake still going on? */
+bool proxy_tls_handshaking(const struct proxy_tls *t);
+void proxy_tls_free(struct proxy_tls *t);
 
 /* proxy_buf.c */
 struct relay_buf *relay_buf_get(struct proxy_loop *loop);

@@ -265,6 +265,7 @@ void proxy_unref(struct proxy *p)
     for (size_t i = 0; i < p->opts.nresolve; i++)
         free(p->opts.resolve[i].addrs);
     free(p->opts.resolve);
+    proxy_routes_free(&p->opts); /* wipes the secrets */
     uv_mutex_destroy(&p->mu);
     free(p);
 }

@@ -44,6 +44,8 @@ static const char *const known_opts[] = {"allow",
                                          "session",
                                          "accept_listeners",
                                          "token",
+                                         "routes",
+                                         "upstream_ca_file",
                                          NULL};
 
 static proxy_ud *check_ud(lua_State *L)
@@ -223,6 +225,7 @@ static void free_opts(struct proxy_opts *o)
     free(o->resolve);
     o->resolve = NULL;
     o->nresolve = 0;
+    proxy_routes_free(o);
 }
 
 /* Everything but the listener and the loop; -1 with a message pushed. */
@@ -247,7 +250,8 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
                             "allow_private, resolve, sni, header_timeout, "
                             "connect_timeout, dns_timeout, idle_timeout, "
                             "max_header_bytes, max_connections, report, "
-                            "audit_log, session, accept_listeners, token)",
+                            "audit_log, session, accept_listeners, token, "
+                            "routes, upstream_ca_file)",
                             luaL_tolstring(L, -1, NULL));
             return -1;
         }
@@ -306,6 +310,8 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
     lua_pop(L, 1);
 
     if (opt_resolve(L, o))
+        return -1;
+    if (proxy_routes_parse(L, o))
         return -1;
 
     lua_getfield(L, 1, "allow");

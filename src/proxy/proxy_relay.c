@@ -56,12 +56,20 @@ static void on_written(uv_write_t *req, int status)
 int relay_send(struct conn *c, int d, struct relay_buf *rb, size_t off,
                size_t len)
 {
+    if (d == DIR_UP && c->up.tls && len > 0)
+        return proxy_tls_send(c, rb, off, len); /* a route's upstream */
+    c->req_bytes[d] += len;
+    return relay_send_raw(c, d, rb, off, len);
+}
+
+int relay_send_raw(struct conn *c, int d, struct relay_buf *rb, size_t off,
+                   size_t len)
+{
     struct proxy_loop *loop = c->px->loop;
     if (len == 0) {
         relay_buf_put(loop, rb);
         return 0;
     }
-    c->req_bytes[d] += len;
     uv_stream_t *dst = d == DIR_UP ? (uv_stream_t *)&c->up.tcp : &c->client.s;
     if (c->dir[d].pending == 0) {
         uv_buf_t b = uv_buf_init(rb->data + off, (unsigned)len);

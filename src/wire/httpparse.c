@@ -114,8 +114,25 @@ static bool parse_authority(const char *p, size_t n, char *out,
 
 /* Splits "http://authority/path" (scheme case-insensitive). */
 static int parse_forward_target(const char *t, size_t n,
-                                struct http_request *req, const char **why)
+                                struct http_request *req, bool origin_ok,
+                                const char **why)
 {
+    if (n > 0 && t[0] == '/' && origin_ok) {
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)t[i];
+            if (c <= 0x20 || c >= 0x7f)
+                REFUSE(400, "invalid character in the request target");
+            if (c == '#')
+                REFUSE(400, "fragment in the request target");
+        }
+        req->origin_form = true;
+        req->host[0] = '\0';
+        req->host_kind = HOST_INVALID;
+        req->port = 0;
+        req->path.p = t;
+        req->path.n = n;
+        return 0;
+    }
     if (n > 0 && t[0] == '/')
         REFUSE(400, "origin-form request to a proxy");
     if (http_iprefix(t, n, "https://"))
@@ -152,7 +169,8 @@ static int parse_forward_target(const char *t, size_t n,
 }
 
 static int parse_request_line(const char *line, size_t n,
-                              struct http_request *req, const char **why)
+                              struct http_request *req, bool origin_ok,
+                              const char **why)
 {
     const char *sp1 = memchr(line, ' ', n);
     if (!sp1 || sp1 == line)
@@ -178,7 +196,7 @@ static int parse_request_line(const char *line, size_t n,
     req->is_connect = mlen == 7 && memcmp(line, "CONNECT", 7) == 0;
     size_t tn = (size_t)(sp2 - t);
     if (!req->is_connect)
-        return parse_forward_target(t, tn, req, why);
+        return parse_forward_target(t, tn, req, origin_ok, why);
 
     /* CONNECT: authority-form, host:port, nothing else. */
     if (memchr(t, '/', tn) || memchr(t, '?', tn) || memchr(t, '#', tn))
@@ -275,6 +293,8 @@ static int header_semantics(const char *name, size_t nn, const char *value,
         const char *reason = NULL;
         if (!parse_authority(value, vn, host, NULL, &au, &reason))
             REFUSE(400, "invalid Host header");
+        if (req->origin_form)
+            return 0; /* the proxy's own address, as the client knows it */
         /*
          * A Host without a port names the scheme's default: 80 for a
          * forward request; a CONNECT has no scheme, so only its host is
@@ -366,8 +386,9 @@ static int finish_request(struct http_request *req, struct head_state *st,
     return 0;
 }
 
-int http_parse_request(const char *buf, size_t len, size_t max_head,
-                       struct http_request *req, const char **why)
+static int parse_request(const char *buf, size_t len, size_t max_head,
+                         struct http_request *req, bool origin_ok,
+                         const char **why)
 {
     const char *reason = NULL;
     size_t eol = 0;
@@ -379,6 +400,7 @@ int http_parse_request(const char *buf, size_t len, size_t max_head,
     req->content_length = 0;
     req->body = BODY_NONE;
     req->keep_alive = false;
+    req->origin_form = false;
 
     /* The request line: 414 when it has not ended within
      * HTTP_MAX_REQUEST_LINE or within the head limit, whichever is less (a
@@ -399,7 +421,7 @@ int http_parse_request(const char *buf, size_t len, size_t max_head,
     }
     if (eol == 0)
         REFUSE(400, "empty request line");
-    int rc = parse_request_line(buf, eol, req, why);
+    int rc = parse_request_line(buf, eol, req, origin_ok, why);
     if (rc < 0)
         return rc;
 
@@ -440,4 +462,16 @@ int http_parse_request(const char *buf, size_t len, size_t max_head,
     if (rc < 0)
         return rc;
     return (int)req->head_len;
+}
+
+int http_parse_request(const char *buf, size_t len, size_t max_head,
+                       struct http_request *req, const char **why)
+{
+    return parse_request(buf, len, max_head, req, false, why);
+}
+
+int http_parse_request_origin(const char *buf, size_t len, size_t max_head,
+                              struct http_request *req, const char **why)
+{
+    return parse_request(buf, len, max_head, req, true, why);
 }

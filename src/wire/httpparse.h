@@ -56,6 +56,10 @@ struct http_request {
      * the proxy checks it, and never sends it upstream. */
     struct http_span proxy_auth;
     unsigned proxy_auths;
+    /* http_parse_request_origin only: the target was in origin form
+     * ("/path"); host is empty, port 0, path the target, and the Host
+     * header is not compared with anything (the proxy's routes decide). */
+    bool origin_form;
 };
 
 /*
@@ -77,6 +81,12 @@ struct http_request {
  */
 int http_parse_request(const char *buf, size_t len, size_t max_head,
                        struct http_request *req, const char **why);
+
+/* The same, but an origin-form target ("/path", printable ASCII, no
+ * fragment) is accepted and marked (req->origin_form): a proxy with routes
+ * answers those itself. */
+int http_parse_request_origin(const char *buf, size_t len, size_t max_head,
+                              struct http_request *req, const char **why);
 
 /*
  * Writes the origin-form request head for upstream: "<method> <path>

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "wire/httpparse.h"
 #include "runner.h"
+#include "wire/httpparse.h"
 
 static struct http_request R;
 static const char *why;
@@ -532,8 +532,42 @@ static void token_chars(void)
     CHECKM(wrong == 0, "%d byte values judged wrongly", wrong);
 }
 
+/* http_parse_request_origin: an origin-form target is taken (for a
+ * route) with any Host; the plain parser still refuses it; everything else
+ * is as strict. */
+static void origin_form(void)
+{
+    const char *h = "GET /anthropic/v1/messages?x=1 HTTP/1.1\r\nHost: "
+                    "127.0.0.1:3128\r\nx-api-key: k\r\n\r\n";
+    why = NULL;
+    CHECK(http_parse_request(h, strlen(h), 65536, &R, &why) == -400);
+    CHECK(http_parse_request_origin(h, strlen(h), 65536, &R, &why) ==
+          (int)strlen(h));
+    CHECK(R.origin_form);
+    CHECK(R.path.n == strlen("/anthropic/v1/messages?x=1"));
+    CHECK(R.host[0] == '\0' && R.port == 0);
+    const char *absolute = "GET http://example.com/ HTTP/1.1\r\nHost: "
+                           "example.com\r\n\r\n";
+    CHECK(http_parse_request_origin(absolute, strlen(absolute), 65536, &R,
+                                    &why) > 0);
+    CHECK(!R.origin_form);
+    static const char *const bad[] = {
+        "GET /a#frag HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /a\x7f HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /a HTTP/1.1\r\n\r\n",
+        "GET /a HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+        "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECKM(http_parse_request_origin(bad[i], strlen(bad[i]), 65536, &R,
+                                         &why) == -400,
+               "origin form accepted %s", bad[i]);
+}
+
 void test_request(void)
 {
+    origin_form();
     token_chars();
     valid_requests();
     hop_by_hop();

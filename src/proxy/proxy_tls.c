@@ -1,0 +1,209 @@
+/*
+ * proxy_tls.c - TLS to a route's upstream, driven on the proxy's loop: the
+ * upstream socket stays a libuv stream, and OpenSSL only ever sees two
+ * memory BIOs (ciphertext read from the socket goes into one; what it
+ * writes into the other is sent with the relay's own writes, with their
+ * backpressure). Nothing here blocks, and there is no thread per
+ * connection.
+ *
+ * The upstream is verified (chain against upstream_ca_file or the
+ * system's store, and the route's host name or IP literal) before the
+ * request, and with it the secret, is written.
+ */
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/proxy_conn.h"
+
+struct proxy_tls {
+    SSL *ssl;
+    BIO *rbio, *wbio; /* the network side: read into rbio, write out of wbio */
+    bool handshaking;
+};
+
+bool proxy_tls_handshaking(const struct proxy_tls *t)
+{
+    return t && t->handshaking;
+}
+
+void proxy_tls_free(struct proxy_tls *t)
+{
+    if (!t)
+        return;
+    SSL_free(t->ssl); /* frees both BIOs */
+    free(t);
+}
+
+/* Sends what OpenSSL wrote into wbio to the upstream socket. */
+static int flush(struct conn *c)
+{
+    struct proxy_tls *t = c->up.tls;
+    while (BIO_ctrl_pending(t->wbio) > 0) {
+        struct relay_buf *rb = relay_buf_get(c->px->loop);
+        if (!rb)
+            return UV_ENOMEM;
+        int n = BIO_read(t->wbio, rb->data, (int)rb->cap);
+        if (n <= 0) {
+            relay_buf_put(c->px->loop, rb);
+            break;
+        }
+        int r = relay_send_raw(c, DIR_UP, rb, 0, (size_t)n);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static void tls_fail(struct conn *c, const char *what)
+{
+    char reason[300], e[160] = "";
+    struct proxy_tls *t = c->up.tls;
+    long v = t ? SSL_get_verify_result(t->ssl) : X509_V_OK;
+    unsigned long err = ERR_get_error();
+    if (v != X509_V_OK)
+        snprintf(e, sizeof e, "certificate not trusted: %s",
+                 X509_verify_cert_error_string(v));
+    else if (err)
+        ERR_error_string_n(err, e, sizeof e);
+    ERR_clear_error();
+    snprintf(reason, sizeof reason, "TLS with %s:%d %s%s%s", c->host, c->port,
+             what, e[0] ? ": " : "", e);
+    conn_fail(c, 502, "error", "upstream_tls", reason);
+}
+
+static void handshake(struct conn *c)
+{
+    struct proxy_tls *t = c->up.tls;
+    ERR_clear_error();
+    int r = SSL_do_handshake(t->ssl);
+    if (flush(c) < 0) {
+        conn_fail(c, 502, "error", "upstream_failed",
+                  "cannot write to the upstream");
+        return;
+    }
+    if (r == 1) {
+        t->handshaking = false;
+        conn_route_ready(c);
+        return;
+    }
+    int e = SSL_get_error(t->ssl, r);
+    if (e == SSL_ERROR_WANT_READ)
+        return;
+    tls_fail(c, "failed");
+}
+
+int proxy_tls_start(struct conn *c)
+{
+    SSL_CTX *ctx = c->px->opts.tls_ctx;
+    struct proxy_tls *t = calloc(1, sizeof *t);
+    if (!t || !ctx || !(t->ssl = SSL_new(ctx))) {
+        free(t);
+        conn_fail(c, 502, "error", "internal_error", "cannot start TLS");
+        return -1;
+    }
+    t->rbio = BIO_new(BIO_s_mem());
+    t->wbio = BIO_new(BIO_s_mem());
+    if (!t->rbio || !t->wbio) {
+        BIO_free(t->rbio);
+        BIO_free(t->wbio);
+        SSL_free(t->ssl);
+        free(t);
+        conn_fail(c, 502, "error", "internal_error", "cannot start TLS");
+        return -1;
+    }
+    SSL_set_bio(t->ssl, t->rbio, t->wbio);
+    SSL_set_connect_state(t->ssl);
+    t->handshaking = true;
+    c->up.tls = t;
+    bool ip = c->kind == HOST_IPV4 || c->kind == HOST_IPV6;
+    int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), c->host)
+                : SSL_set1_host(t->ssl, c->host) &&
+                      SSL_set_tlsext_host_name(t->ssl, c->host);
+    if (ok != 1) {
+        tls_fail(c, "cannot be set up for this host");
+        return -1;
+    }
+    handshake(c);
+    if (c->closing)
+        return -1;
+    conn_update_reads(c); /* the upstream's answer to the hello */
+    return 0;
+}
+
+void proxy_tls_up_read(struct conn *c, struct relay_buf *rb, ssize_t n)
+{
+    struct proxy_tls *t = c->up.tls;
+    if (n < 0) {
+        if (t->handshaking)
+            tls_fail(c, n == UV_EOF ? "ended during the handshake"
+                                    : "broke during the handshake");
+        else
+            conn_up_plain(c, NULL, n);
+        return;
+    }
+    int w = BIO_write(t->rbio, rb->data, (int)n);
+    relay_buf_put(c->px->loop, rb);
+    if (w != (int)n) {
+        conn_close(c);
+        return;
+    }
+    if (t->handshaking) {
+        handshake(c);
+        if (c->closing || !c->up.tls || c->up.tls->handshaking)
+            return;
+        if (BIO_ctrl_pending(t->rbio) == 0 && !SSL_pending(t->ssl))
+            return;
+    }
+    struct proxy_tls *mine = t;
+    for (;;) {
+        struct relay_buf *p = relay_buf_get(c->px->loop);
+        if (!p) {
+            conn_close(c);
+            return;
+        }
+        ERR_clear_error();
+        int r = SSL_read(t->ssl, p->data, (int)p->cap);
+        if (r > 0) {
+            conn_up_plain(c, p, r);
+            /* The relay may have ended the request, closed the upstream
+             * or the connection: read no more into a closed state. */
+            if (c->closing || c->up.tls != mine || c->up.closing)
+                return;
+            continue;
+        }
+        relay_buf_put(c->px->loop, p);
+        int e = SSL_get_error(t->ssl, r);
+        if (e == SSL_ERROR_WANT_READ)
+            break;
+        if (e == SSL_ERROR_ZERO_RETURN) {
+            conn_up_plain(c, NULL, UV_EOF); /* close_notify */
+            return;
+        }
+        ERR_clear_error();
+        conn_up_plain(c, NULL, UV_EPROTO);
+        return;
+    }
+    if (flush(c) < 0)
+        conn_close(c);
+}
+
+int proxy_tls_send(struct conn *c, struct relay_buf *rb, size_t off, size_t len)
+{
+    struct proxy_tls *t = c->up.tls;
+    c->req_bytes[DIR_UP] += len;
+    ERR_clear_error();
+    int r = SSL_write(t->ssl, rb->data + off, (int)len);
+    /* The request head holds the route's secret: no buffer that goes back
+     * to the pool keeps it. */
+    OPENSSL_cleanse(rb->data + off, len);
+    relay_buf_put(c->px->loop, rb);
+    if (r != (int)len) {
+        ERR_clear_error();
+        return UV_EPROTO;
+    }
+    return flush(c);
+}
