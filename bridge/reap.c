@@ -27,6 +27,19 @@
  *   command with no chance to clean up; GRACE seconds later, whatever still
  *   runs is killed as above.
  *
+ * Options before "--":
+ * - --time SECONDS: SECONDS after the start, the same as a forwarded
+ *   SIGTERM (then SIGKILL GRACE seconds later); the exit status is then
+ *   124, as timeout(1)'s. The timer is here, outside the sandbox: nothing
+ *   inside can stop or signal it (a timeout(1) in a container runs as the
+ *   agent's uid, which may SIGSTOP it).
+ * - --container: COMMAND is "ENGINE run ..." (docker or podman). The
+ *   reaper adds "--cidfile DIR/cid" after "run" (DIR a private directory
+ *   it makes and removes), and once the command has ended, or its grace
+ *   is over, runs "ENGINE rm -f ID": the engine kills the container
+ *   whatever its processes did to their init, and no container outlives
+ *   the line. Killing the client alone leaves the container running.
+ *
  * It exits with COMMAND's status (dying of the same signal when COMMAND
  * did), or 125 when processes were still there REAP_KILL_WAIT seconds after
  * their SIGKILL (a process in uninterruptible sleep), saying so. No process
@@ -44,6 +57,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +66,8 @@
 /* seconds from the SIGKILL until the end is reported as failed */
 #define REAP_KILL_WAIT 30
 #define REAP_EXIT_FAILED 125
+/* the longest --time: limits.time's own bound */
+#define REAP_TIME_MAX (366L * 24 * 3600)
 
 static const int forwarded[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
 #define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
@@ -222,15 +238,124 @@ static bool ignored(int sig)
     return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
 }
 
-int reap_main(int argc, char **argv)
+static long parse_seconds(const char *s, long max)
 {
     char *end = NULL;
-    long grace = argc > 1 ? strtol(argv[1], &end, 10) : -1;
-    if (argc < 4 || !end || *end || end == argv[1] || grace < 0 ||
-        grace > REAP_GRACE_MAX || strcmp(argv[2], "--") != 0) {
-        fprintf(stderr, "usage: isolation-bridge --reap GRACE -- COMMAND "
-                        "[ARG...]   (GRACE: seconds, 0 to 3600)\n");
-        return 2;
+    long v = s ? strtol(s, &end, 10) : -1;
+    if (!s || !end || *end || end == s || v < 0 || v > max)
+        return -1;
+    return v;
+}
+
+/* The container's id from the cidfile, or "" when the engine wrote none. */
+static void read_cid(const char *cidfile, char *cid, size_t size)
+{
+    cid[0] = '\0';
+    FILE *f = fopen(cidfile, "re");
+    if (!f)
+        return;
+    size_t n = fread(cid, 1, size - 1, f);
+    fclose(f);
+    cid[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (!((cid[i] >= '0' && cid[i] <= '9') ||
+              (cid[i] >= 'a' && cid[i] <= 'f'))) {
+            cid[i] = '\0';
+            break;
+        }
+}
+
+/* ENGINE rm -f ID, its output dropped; waits for it up to REAP_KILL_WAIT
+ * seconds (an engine that hangs is killed). */
+static void container_remove(const char *engine, const char *cidfile)
+{
+    char cid[129];
+    read_cid(cidfile, cid, sizeof cid);
+    if (!cid[0])
+        return;
+    fflush(NULL);
+    pid_t p = fork();
+    if (p < 0)
+        return;
+    if (p == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        FILE *null = freopen("/dev/null", "w", stdout);
+        (void)null;
+        null = freopen("/dev/null", "w", stderr);
+        (void)null;
+        execlp(engine, engine, "rm", "-f", cid, (char *)NULL);
+        _exit(127);
+    }
+    double deadline = now() + REAP_KILL_WAIT;
+    while (waitpid(p, NULL, WNOHANG) == 0) {
+        if (now() > deadline) {
+            kill(p, SIGKILL);
+            waitpid(p, NULL, 0);
+            break;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: isolation-bridge --reap GRACE [--time SECONDS] "
+            "[--container] -- COMMAND [ARG...]   (GRACE: seconds, 0 to 3600; "
+            "SECONDS: 1 to %ld; --container: COMMAND is ENGINE run ...)\n",
+            REAP_TIME_MAX);
+    return 2;
+}
+
+int reap_main(int argc, char **argv)
+{
+    long grace = parse_seconds(argc > 1 ? argv[1] : NULL, REAP_GRACE_MAX);
+    long limit = 0;
+    bool container = false;
+    int a = 2;
+    while (grace >= 0 && a < argc && strcmp(argv[a], "--") != 0) {
+        if (strcmp(argv[a], "--time") == 0 && a + 1 < argc) {
+            limit = parse_seconds(argv[a + 1], REAP_TIME_MAX);
+            if (limit < 1)
+                return usage();
+            a += 2;
+        } else if (strcmp(argv[a], "--container") == 0) {
+            container = true;
+            a++;
+        } else {
+            return usage();
+        }
+    }
+    if (grace < 0 || a + 1 >= argc || strcmp(argv[a], "--") != 0)
+        return usage();
+    char **cmd = argv + a + 1;
+    int ncmd = argc - a - 1;
+    if (container && (ncmd < 2 || strcmp(cmd[1], "run") != 0))
+        return usage();
+
+    /* ENGINE run --cidfile DIR/cid ...: the container's id, for its end */
+    char cidfile[4096] = "", cid_dir[4096] = "";
+    char **run = cmd;
+    if (container) {
+        const char *tmp = getenv("TMPDIR");
+        if (!tmp || tmp[0] != '/')
+            tmp = "/tmp";
+        snprintf(cid_dir, sizeof cid_dir, "%s/isolation-cid-XXXXXX", tmp);
+        if (!mkdtemp(cid_dir))
+            return fail(REAP_EXIT_FAILED, "mkdtemp", strerror(errno));
+        snprintf(cidfile, sizeof cidfile, "%s/cid", cid_dir);
+        run = calloc((size_t)ncmd + 3, sizeof *run);
+        if (!run)
+            return fail(REAP_EXIT_FAILED, "calloc", strerror(errno));
+        run[0] = cmd[0];
+        run[1] = cmd[1];
+        run[2] = "--cidfile";
+        run[3] = cidfile;
+        for (int k = 2; k < ncmd; k++)
+            run[k + 2] = cmd[k];
     }
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
         return fail(REAP_EXIT_FAILED, "PR_SET_CHILD_SUBREAPER",
@@ -251,8 +376,8 @@ int reap_main(int argc, char **argv)
         return fail(REAP_EXIT_FAILED, "fork", strerror(errno));
     if (command == 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
-        execvp(argv[3], argv + 3);
-        fprintf(stderr, "isolation-bridge --reap: %s: %s\n", argv[3],
+        execvp(run[0], run);
+        fprintf(stderr, "isolation-bridge --reap: %s: %s\n", run[0],
                 strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
@@ -260,10 +385,26 @@ int reap_main(int argc, char **argv)
     int status = 0;
     bool command_done = false;
     double deadline = -1; /* set by the first forwarded signal */
+    double time_up = limit ? now() + (double)limit : -1;
+    bool timed_out = false;
     while (!command_done) {
+        if (time_up >= 0 && !timed_out && now() >= time_up) {
+            timed_out = true;
+            fprintf(stderr,
+                    "isolation-bridge --reap: the time limit (%ld s) is "
+                    "reached: SIGTERM to the command, SIGKILL %ld s later\n",
+                    limit, grace);
+            signal_below(SIGTERM, false);
+            if (deadline < 0)
+                deadline = now() + (double)grace;
+        }
         double left = deadline < 0 ? -1 : deadline - now();
         if (deadline >= 0 && left <= 0)
             break;
+        if (!timed_out && time_up >= 0 && (left < 0 || time_up - now() < left))
+            left = time_up - now();
+        if (left < 0 && deadline >= 0)
+            left = 0;
         int sig = wait_signal(&set, left);
         if (sig == SIGCHLD || sig < 0) {
             reap_ended(command, &status, &command_done);
@@ -275,6 +416,11 @@ int reap_main(int argc, char **argv)
         if (deadline < 0)
             deadline = now() + (double)grace;
     }
+    if (container) {
+        container_remove(cmd[0], cidfile);
+        unlink(cidfile);
+        rmdir(cid_dir);
+    }
     if (kill_all(&set, command, &status, &command_done) < 0) {
         fprintf(stderr,
                 "isolation-bridge --reap: processes of the sandbox were still "
@@ -282,5 +428,7 @@ int reap_main(int argc, char **argv)
                 REAP_KILL_WAIT);
         return REAP_EXIT_FAILED;
     }
+    if (timed_out)
+        return 124;
     return exit_like(status);
 }

@@ -162,9 +162,36 @@ describe("isolation-bridge --reap", function()
     assert.are.same({}, cli.pgrep(mark))
   end)
 
+  it("--time: SIGTERM at the limit, SIGKILL after the grace, exit 124; a command that ignores SIGTERM and a "
+    .. "setsid child end too", function()
+    local mark = new_mark()
+    local t0 = uv.hrtime()
+    local status, _, err = reap({ "1", "--time", "2", "--", "sh", "-c",
+      "(setsid sh -c 'trap \"\" TERM HUP INT QUIT; sleep 60' " .. mark .. " </dev/null >/dev/null 2>&1 &); "
+        .. "trap '' TERM; sleep 30; exit 0" })
+    local elapsed = (uv.hrtime() - t0) / 1e9
+    assert.are.equal(124, status, err)
+    assert.truthy(elapsed >= 2.9 and elapsed < 6, "ended after " .. elapsed .. " s")
+    assert.truthy(err:find("the time limit (2 s) is reached", 1, true), err)
+    assert.are.same({}, cli.pgrep(mark))
+  end)
+
+  it("--time: a command that ends first keeps its own status and ends the wait at once", function()
+    local t0 = uv.hrtime()
+    assert.are.equal(3, (reap({ "5", "--time", "20", "--", "sh", "-c", "exit 3" })))
+    assert.truthy((uv.hrtime() - t0) / 1e9 < 3)
+  end)
+
+  it("--container: the command must be ENGINE run ...", function()
+    local status, _, err = reap({ "1", "--container", "--", "true" })
+    assert.are.equal(2, status)
+    assert.truthy(err:find("--container: COMMAND is ENGINE run", 1, true), err)
+  end)
+
   it("refuses bad arguments with its usage, exit 2", function()
     for _, args in ipairs({ {}, { "x", "--", "true" }, { "-1", "--", "true" }, { "3601", "--", "true" },
-      { "5", "true" }, { "5", "--" } }) do
+      { "5", "true" }, { "5", "--" }, { "5", "--time", "0", "--", "true" }, { "5", "--time", "x", "--", "true" },
+      { "5", "--time", "31622401", "--", "true" }, { "5", "--time" }, { "5", "--other", "--", "true" } }) do
       local status, _, err = reap(args)
       assert.are.equal(2, status, table.concat(args, " "))
       assert.truthy(err:find("usage: isolation-bridge --reap GRACE", 1, true), err)

@@ -109,6 +109,10 @@ void launch_push_for_mode(lua_State *L, const struct launch_spec *s)
         break;
     case MODE_DOCKER:
         launch_push_docker(L, s);
+        /* limits.time from the host: the reaper's timer, and the
+           container removed by the engine when it fires or the line ends */
+        if (s->reap_path)
+            launch_reap_prepend(L, -1, s);
         break;
     default:
         launch_push_plain(L, s);
@@ -120,7 +124,8 @@ void launch_reap_prepend(lua_State *L, int argv_idx,
                          const struct launch_spec *s)
 {
     argv_idx = lua_absindex(L, argv_idx);
-    const lua_Integer np = 4;
+    bool docker = s->mode == MODE_DOCKER;
+    const lua_Integer np = docker ? 7 : 4;
     lua_Integer n = (lua_Integer)lua_rawlen(L, argv_idx);
     for (lua_Integer i = n; i >= 1; i--) {
         lua_rawgeti(L, argv_idx, i);
@@ -132,6 +137,14 @@ void launch_reap_prepend(lua_State *L, int argv_idx,
     lua_rawseti(L, argv_idx, 2);
     lua_pushfstring(L, "%d", (int)LIMITS_TIME_GRACE);
     lua_rawseti(L, argv_idx, 3);
+    if (docker) {
+        lua_pushliteral(L, "--time");
+        lua_rawseti(L, argv_idx, 4);
+        lua_pushfstring(L, "%I", (LUAI_UACINT)s->limits.time);
+        lua_rawseti(L, argv_idx, 5);
+        lua_pushliteral(L, "--container");
+        lua_rawseti(L, argv_idx, 6);
+    }
     lua_pushliteral(L, "--");
-    lua_rawseti(L, argv_idx, 4);
+    lua_rawseti(L, argv_idx, np);
 }

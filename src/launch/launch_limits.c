@@ -566,14 +566,17 @@ void launch_limits_add_docker(struct argv_buf *b, const struct launch_spec *s)
 }
 
 /*
- * In the container, in front of its bash: a timeout in front of `docker
+ * Only for a line without the reaper (reap = false: a line for another
+ * host): the reaper's --time enforces limits.time from the host, where the
+ * agent cannot SIGSTOP it. In the container, in front of its bash: a
+ * timeout in front of `docker
  * run` would end the client, not the container (which --rm then keeps
  * running until it ends by itself).
  */
 void launch_limits_add_docker_time(struct argv_buf *b,
                                    const struct launch_spec *s)
 {
-    if (!s->limits.time)
+    if (!s->limits.time || s->reap_path)
         return;
     /*
      * --foreground: the command keeps the container's terminal; what it
@@ -675,10 +678,15 @@ void launch_limits_add_dry_run(luaL_Buffer *b, lua_State *L,
                         "  time %I seconds: %s, SIGKILL %d seconds later; "
                         "exit status 124\n",
                         (LUAI_UACINT)l->time,
-                        docker ? "timeout in the container, SIGTERM to the "
-                                 "command"
-                               : "a watchdog in front of bwrap, SIGTERM "
-                                 "to every process in the sandbox",
+                        docker && s->reap_path
+                            ? "the bridge's reaper on the host (--time), "
+                              "SIGTERM to the client, which passes it on; "
+                              "the container removed by the engine (rm -f)"
+                        : docker ? "timeout in the container (no reaper: "
+                                   "the command can stop it), SIGTERM to the "
+                                   "command"
+                                 : "a watchdog in front of bwrap, SIGTERM "
+                                   "to every process in the sandbox",
                         (int)LIMITS_TIME_GRACE);
         luaL_addvalue(b);
     }

@@ -394,7 +394,8 @@ static int read_reap(lua_State *L, int idx, int module_idx,
         reap = lua_toboolean(L, v);
     }
     s->reap_path = NULL;
-    if (!reap || s->mode != MODE_BWRAP)
+    s->reap_wanted = reap;
+    if (!reap || s->mode == MODE_NONE)
         return 1;
     const char *path = s->bridge_path;
     if (!path) {
@@ -403,6 +404,8 @@ static int read_reap(lua_State *L, int idx, int module_idx,
             !check_path(L, v, "isolation.BRIDGE", false, false, &path))
             return 0;
     }
+    if (!path && s->mode == MODE_DOCKER)
+        return 1; /* needed for limits.time only: checked with the limits */
     if (!path) {
         lua_pushliteral(L, "isolation: a bwrap line ends its sandbox's "
                            "processes with the bridge program: "
@@ -662,6 +665,19 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
 
     if (!launch_limits_read(L, idx, s))
         return 0;
+    /* docker and podman: limits.time is the reaper's, on the host; a line
+       for another host (reap = false) keeps a timeout in the container */
+    if (s->mode == MODE_DOCKER && s->limits.time && s->reap_wanted &&
+        !s->reap_path) {
+        lua_pushliteral(L, "isolation: limits.time under docker or podman "
+                           "is enforced on the host by the bridge program's "
+                           "reaper: isolation.BRIDGE is not set (the bridge "
+                           "program was not built); give bridge_path (got "
+                           "nil)");
+        return 0;
+    }
+    if (s->mode == MODE_DOCKER && !s->limits.time)
+        s->reap_path = NULL;
     if (!launch_gpu_read(L, idx, s))
         return 0;
 
