@@ -36,7 +36,8 @@
  * - --container: COMMAND is "ENGINE run ..." (docker or podman). The
  *   reaper adds "--cidfile DIR/cid" after "run" (DIR a private directory
  *   it makes and removes), and once the command has ended, or its grace
- *   is over, runs "ENGINE rm -f ID": the engine kills the container
+ *   is over, runs "ENGINE kill --signal=KILL ID" and "ENGINE rm -f ID":
+ *   the engine kills the container
  *   whatever its processes did to their init, and no container outlives
  *   the line. Killing the client alone leaves the container running.
  *
@@ -265,14 +266,11 @@ static void read_cid(const char *cidfile, char *cid, size_t size)
         }
 }
 
-/* ENGINE rm -f ID, its output dropped; waits for it up to REAP_KILL_WAIT
- * seconds (an engine that hangs is killed). */
-static void container_remove(const char *engine, const char *cidfile)
+/* ENGINE VERB... ID, its output dropped; waits for it up to
+ * REAP_KILL_WAIT seconds (an engine that hangs is killed). */
+static void engine_run(const char *engine, const char *verb, const char *opt,
+                       const char *cid)
 {
-    char cid[129];
-    read_cid(cidfile, cid, sizeof cid);
-    if (!cid[0])
-        return;
     fflush(NULL);
     pid_t p = fork();
     if (p < 0)
@@ -285,7 +283,7 @@ static void container_remove(const char *engine, const char *cidfile)
         (void)null;
         null = freopen("/dev/null", "w", stderr);
         (void)null;
-        execlp(engine, engine, "rm", "-f", cid, (char *)NULL);
+        execlp(engine, engine, verb, opt, cid, (char *)NULL);
         _exit(127);
     }
     double deadline = now() + REAP_KILL_WAIT;
@@ -298,6 +296,21 @@ static void container_remove(const char *engine, const char *cidfile)
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+}
+
+/*
+ * ENGINE kill --signal KILL ID, then ENGINE rm -f ID: rm -f alone gives
+ * podman's container its stop timeout (10 s of SIGTERM first), which a
+ * container whose init is stopped spends running.
+ */
+static void container_remove(const char *engine, const char *cidfile)
+{
+    char cid[129];
+    read_cid(cidfile, cid, sizeof cid);
+    if (!cid[0])
+        return;
+    engine_run(engine, "kill", "--signal=KILL", cid);
+    engine_run(engine, "rm", "-f", cid);
 }
 
 static int usage(void)

@@ -169,6 +169,12 @@ local function build_sendfd(dir)
   return path
 end
 
+-- issue 27 item 6: the agent stops every other process it can see (a
+-- timeout(1) in the container, the engine's init), ignores SIGTERM, and
+-- would run 15 s
+local STOP_ALL = "trap '' TERM; for p in /proc/[0-9]*; do p=${p#/proc/}; [ \"$p\" = \"$$\" ] || "
+  .. "kill -STOP \"$p\" 2>/dev/null; done; echo stopped; sleep 15; echo survived"
+
 describe("docker, for real", function()
   -- The daemon starts in lazy_setup: only when a case of this block runs
   -- (a filtered run that skips them all starts none, and leaves none).
@@ -387,6 +393,26 @@ describe("docker, for real", function()
     assert.are.equal(0, code, err)
     assert.falsy(out:find("leak=", 1, true), out)
     assert.is_true(tonumber(out:match("probed=(%d+)")) >= 3, out)
+  end)
+
+  it("time = 3: a command that SIGSTOPs every other process it sees (the engine's init) and ignores SIGTERM "
+    .. "ends by 3 s + the grace with 124 (the reaper's timer on the host; the engine removes the container), and "
+    .. "no container is left", function()
+    if skip then return end
+    local _, before = helpers.run(eng:cmd("ps -aq"))
+    local t0 = uv.hrtime()
+    local code, out, err = launch(STOP_ALL,
+      { config = { mode = "docker", network = "none", docker_image = "isolation-spec-tools" },
+        proxy_socket = false, limits = { time = 3 } })
+    local secs = (uv.hrtime() - t0) / 1e9
+    assert.are.equal(124, code, err)
+    assert.truthy(out:find("stopped", 1, true), out)
+    assert.falsy(out:find("survived", 1, true), out)
+    assert.truthy(secs >= 2.9 and secs < 3 + 5 + 15, "ended after " .. secs .. " s")
+    local _, after = helpers.run(eng:cmd("ps -aq"))
+    for id in after:gmatch("%S+") do
+      assert.truthy(before:find(id, 1, true), "a container outlived the line: " .. id)
+    end
   end)
 
   it("the workdir is written by, and owned by, the user who runs the line ($(id -u):$(id -g)); exit status", function()
@@ -774,6 +800,26 @@ describe("podman (rootless), for real", function()
     assert.are.equal(0, code, err)
     assert.falsy(out:find("leak=", 1, true), out)
     assert.is_true(tonumber(out:match("probed=(%d+)")) >= 3, out)
+  end)
+
+  it("time = 3: a command that SIGSTOPs every other process it sees (catatonit) and ignores SIGTERM ends by "
+    .. "3 s + the grace with 124, and no container is left", function()
+    if skip then return end
+    local ps = "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -aq")
+    local _, before = helpers.run(ps)
+    local t0 = uv.hrtime()
+    local code, out, err = launch(STOP_ALL,
+      { config = { mode = "podman", network = "none", docker_image = "isolation-spec-tools" },
+        proxy_socket = false, limits = { time = 3 } })
+    local secs = (uv.hrtime() - t0) / 1e9
+    assert.are.equal(124, code, err)
+    assert.truthy(out:find("stopped", 1, true), out)
+    assert.falsy(out:find("survived", 1, true), out)
+    assert.truthy(secs >= 2.9 and secs < 3 + 5 + 15, "ended after " .. secs .. " s")
+    local _, after = helpers.run(ps)
+    for id in after:gmatch("%S+") do
+      assert.truthy(before:find(id, 1, true), "a container outlived the line: " .. id)
+    end
   end)
 
   it("none: nothing reachable; the workdir written as the user (--userns=keep-id); exit status", function()

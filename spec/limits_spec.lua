@@ -89,7 +89,8 @@ describe("limits in the launch spec (pure)", function()
     assert.truthy(line:find("'isolation-cgroup' '-' '8' '-' '--' 'env' '-i'", 1, true))
   end)
 
-  it("docker maps the limits to its flags, time inside the container", function()
+  it("docker maps the limits to its flags, time to the reaper on the host (not a timeout the container can stop)",
+    function()
     local s = spec_with({ memory = 67108864, pids = 32, cpu = 1.5, nofile = 64, tmpfs = 1048576, time = 7 })
     s.config = { mode = "docker" }
     local argv = assert(isolation.docker_argv(s))
@@ -101,13 +102,31 @@ describe("limits in the launch spec (pure)", function()
     assert.are.equal("nofile=64:64", after("--ulimit"))
     assert.are.equal("/tmp:rw,nosuid,nodev,size=1048576,mode=1777", after("--tmpfs"))
     local img = assert(index_of(argv, "debian:bookworm-slim"))
-    assert.are.same({ "timeout", "--foreground", "-k", "5", "7", "bash", "-c", "--", "true" },
-      { table.unpack(argv, img + 1) })
+    assert.are.same({ "bash", "-c", "--", "true" }, { table.unpack(argv, img + 1) })
+    assert.is_nil(index_of(argv, "timeout"))
+    local docker = assert(index_of(argv, "docker"))
+    assert.are.same({ "--reap", "5", "--time", "7", "--container", "--", "docker", "run" },
+      { table.unpack(argv, 2, docker + 1) })
     local text = assert(isolation.dry_run(s))
     assert.truthy(text:find("memory 67108864 bytes: docker --memory, --memory-swap (no swap)", 1, true), text)
     assert.truthy(text:find("pids 32: docker --pids-limit", 1, true), text)
-    assert.truthy(text:find("time 7 seconds: timeout in the container", 1, true), text)
+    assert.truthy(text:find("time 7 seconds: the bridge's reaper on the host (--time)", 1, true), text)
     assert.are.same(argv, assert(isolation.argv(s)))
+    -- a line for another host (reap = false) keeps the timeout in the container
+    s.reap = false
+    argv = assert(isolation.docker_argv(s))
+    img = assert(index_of(argv, "debian:bookworm-slim"))
+    assert.are.same({ "timeout", "--foreground", "-k", "5", "7", "bash", "-c", "--", "true" },
+      { table.unpack(argv, img + 1) })
+    -- without the bridge program, time under docker is refused
+    s.reap = nil
+    s.bridge_path = nil
+    local saved = isolation.BRIDGE
+    isolation.BRIDGE = nil
+    local ok, err = isolation.docker_argv(s)
+    isolation.BRIDGE = saved
+    assert.is_nil(ok)
+    assert.truthy(err:find("limits.time under docker or podman", 1, true), err)
   end)
 
   it("dry_run says what enforces each limit, and that there are none without limits", function()

@@ -109,10 +109,6 @@ void launch_push_for_mode(lua_State *L, const struct launch_spec *s)
         break;
     case MODE_DOCKER:
         launch_push_docker(L, s);
-        /* limits.time from the host: the reaper's timer, and the
-           container removed by the engine when it fires or the line ends */
-        if (s->reap_path)
-            launch_reap_prepend(L, -1, s);
         break;
     default:
         launch_push_plain(L, s);

@@ -32,7 +32,7 @@ static void push_volume(lua_State *L, const char *path, bool ro)
     luaL_pushresult(&b);
 }
 
-void launch_push_docker(lua_State *L, const struct launch_spec *s)
+static void push_docker_run(lua_State *L, const struct launch_spec *s)
 {
     struct argv_buf b;
     argv_start(&b, L);
@@ -134,4 +134,13 @@ void launch_push_docker(lua_State *L, const struct launch_spec *s)
     argv_add(&b, "bash");
     argv_add(&b, s->command);
     argv_add(&b, ISOLATION_CONTAINER_BRIDGE);
+}
+
+void launch_push_docker(lua_State *L, const struct launch_spec *s)
+{
+    push_docker_run(L, s);
+    /* limits.time from the host: the reaper's timer, and the container
+       removed by the engine (rm -f) when it fires or the line ends */
+    if (s->reap_path)
+        launch_reap_prepend(L, -1, s);
 }
