@@ -51,11 +51,8 @@ M.WALK_DIRS = 20000
 -- spec -> what prepare() found, for watch()
 local found_at_prepare = setmetatable({}, { __mode = "k" })
 
--- bytes outside 0x20-0x7e (and the backslash) as \xNN: one line, whatever a name holds
-local function esc(s)
-  return (tostring(s):gsub("[\0-\31\\\127-\255]", function(c) return string.format("\\x%02x", c:byte()) end))
-end
-M.escape = esc
+-- the one escape (isolation.text): for the error message, which no writer escapes again
+local esc = require("isolation.text").escape
 
 local function is_quarantine(name)
   return name:find(".isolation-quarantine-", 1, true) ~= nil

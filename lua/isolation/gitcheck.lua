@@ -44,13 +44,8 @@ M.NAMED = 20
 local OPEN_FLAGS = 0x800 + 0x20000
 local READ_MAX = 1 << 20
 
---- Bytes outside 0x20-0x7e, and the backslash, as \xNN (as the events do).
-function M.escape(s)
-  return (tostring(s):gsub("[%z\1-\31\\\127-\255]", function(c) return string.format("\\x%02x", c:byte()) end))
-end
 -- Report lines hold names as they are: isolate and the session manager
 -- escape every line where it leaves them (isolation.text), once.
-local function esc(s) return tostring(s) end
 
 ------------------------------------------------------------------------------
 -- Ref names: git check-ref-format (refs.c check_refname_component), for a
@@ -256,7 +251,7 @@ function M.filter_config(text, worktree_ok)
       local t = kept[head]
       t[#t + 1] = "\t" .. e.key .. (e.value and (" = " .. quote(e.value)) or "")
     else
-      removed[#removed + 1] = esc(name)
+      removed[#removed + 1] = tostring(name)
     end
   end
   if perr then removed[#removed + 1] = "everything after " .. perr end
@@ -331,10 +326,10 @@ local function walk(workdir, start)
     local d, ctx = top[1], top[2]
     dirs = dirs + 1
     if dirs > M.DIR_LIMIT then
-      return gitdirs, dotgits, string.format("more than %d directories below %s", M.DIR_LIMIT, esc(workdir))
+      return gitdirs, dotgits, string.format("more than %d directories below %s", M.DIR_LIMIT, tostring(workdir))
     end
     local h, serr = uv.fs_scandir(d)
-    if not h then return gitdirs, dotgits, "cannot read " .. esc(d) .. ": " .. esc(serr) end
+    if not h then return gitdirs, dotgits, "cannot read " .. tostring(d) .. ": " .. tostring(serr) end
     local entries, names = {}, {}
     while true do
       local name, kind = uv.fs_scandir_next(h)
@@ -557,12 +552,12 @@ function M.check(workdir, start, stamp)
         entry.moved_to = to
         moved[#moved + 1] = entry
         say(string.format("git: %s: %s, made or changed inside the sandbox: moved aside to %s (put it back: mv %s %s)",
-          esc(dg.path), why, esc(to), esc(to), esc(dg.path)))
+          tostring(dg.path), why, tostring(to), tostring(to), tostring(dg.path)))
       else
         entry.error = tostring(err)
         failed[#failed + 1] = entry
         say(string.format("git: %s: %s, made or changed inside the sandbox: could NOT be moved aside (%s): remove it "
-          .. "before git runs on the host", esc(dg.path), why, esc(err)))
+          .. "before git runs on the host", tostring(dg.path), why, tostring(err)))
       end
     end
   end
@@ -575,11 +570,11 @@ function M.check(workdir, start, stamp)
       if ok then
         entry.moved_to = g.qdir .. "/" .. flat(rel)
         moved[#moved + 1] = entry
-        done[#done + 1] = esc(rel) .. " (" .. g.bad[rel] .. ")"
+        done[#done + 1] = tostring(rel) .. " (" .. g.bad[rel] .. ")"
       else
         entry.error = tostring(err)
         failed[#failed + 1] = entry
-        bad[#bad + 1] = esc(rel) .. " (" .. g.bad[rel] .. ": " .. esc(err) .. ")"
+        bad[#bad + 1] = tostring(rel) .. " (" .. g.bad[rel] .. ": " .. tostring(err) .. ")"
       end
     end
     for _, rel in ipairs(g.configs) do
@@ -601,24 +596,24 @@ function M.check(workdir, start, stamp)
         else
           entry.error = tostring(err)
           failed[#failed + 1] = entry
-          bad[#bad + 1] = string.format("%s (keys %s: %s)", rel, table.concat(removed, ", "), esc(err))
+          bad[#bad + 1] = string.format("%s (keys %s: %s)", rel, table.concat(removed, ", "), tostring(err))
         end
       end
     end
     for _, n in ipairs(notes) do done[#done + 1] = n end
     if #done > 0 then
       say(string.format("git: %s: moved aside to %s, each named by its path with '/' written %%2F: %s; put one back "
-        .. "(after checking it) with mv %s/%%2F<path with each / written %%2F> %s/<path>", esc(g.path), esc(g.qdir),
-        table.concat(done, "; "), esc(g.qdir), esc(g.path)))
+        .. "(after checking it) with mv %s/%%2F<path with each / written %%2F> %s/<path>", g.path, g.qdir,
+        table.concat(done, "; "), g.qdir, g.path))
     end
     if #bad > 0 then
-      say(string.format("git: %s: could NOT be moved aside: %s; check them before git runs on the host", esc(g.path),
+      say(string.format("git: %s: could NOT be moved aside: %s; check them before git runs on the host", g.path,
         table.concat(bad, "; ")))
     end
   end
   if named > M.NAMED then
     lines[#lines + 1] = string.format("git: and %d more repositories below %s with entries moved aside the same way",
-      named - M.NAMED, esc(realwd))
+      named - M.NAMED, tostring(realwd))
   end
   if cut then
     lines[#lines + 1] = "git: the end check was cut short (" .. cut .. "): a git directory the sandbox made or "
