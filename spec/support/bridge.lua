@@ -179,6 +179,9 @@ M.bridges = {
 function M.run_until(done, seconds)
   local timer = uv.new_timer()
   local expired = false
+  -- the loop's clock stops while a spec blocks (io.popen, os.execute): a
+  -- timer armed on a stale clock would expire at the first run
+  uv.update_time()
   timer:start(math.floor((seconds or 10) * 1000), 0, function() expired = true end)
   while not callback_error and not done() and not expired do
     uv.run("once")

@@ -9,6 +9,9 @@ local M = {}
 function M.run_until(pred, timeout)
   if pred() then return true end
   local expired = false
+  -- the loop's clock stops while a spec blocks (io.popen, os.execute): a
+  -- timer armed on a stale clock would expire at the first run
+  uv.update_time()
   local t = uv.new_timer()
   t:start(math.floor((timeout or 5) * 1000), 0, function() expired = true end)
   while not pred() and not expired do
@@ -23,6 +26,9 @@ end
 --- Lets the loop run for `seconds`.
 function M.settle(seconds)
   local done = false
+  -- the loop's clock stops while a spec blocks (io.popen, os.execute): a
+  -- timer armed on a stale clock would expire at the first run
+  uv.update_time()
   local t = uv.new_timer()
   t:start(math.floor(seconds * 1000), 0, function() done = true end)
   while not done do uv.run("once") end
