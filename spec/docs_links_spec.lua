@@ -109,7 +109,7 @@ describe("the command-line reference", function()
     local ref = assert(doc.read(ROOT .. "/" .. REFERENCE))
     local missing = {}
     for _, opt in ipairs(opts) do
-      if not ref:find("`" .. opt .. "[`%s=%[]") then missing[#missing + 1] = opt end
+      if not ref:find("`" .. opt:gsub("%-", "%%-") .. "[`%s=%[]") then missing[#missing + 1] = opt end
     end
     assert.are.equal(0, #missing, REFERENCE .. " does not name, as code:" .. list(missing))
   end)
