@@ -62,9 +62,9 @@ local LAUNCHES = {
 --- {title, panels = {{title, unit, log, better, bars = {{label, value, text}}}}}.
 function M.numbers(text, source)
   local out = { panels = {} }
-  local run = text:match("## Proxy benchmark %(([^)]*)%)") or "?"
+  local run = text:match("## Proxy benchmark %((.-)%)%s*\n") or "?"
   local date = text:match("Run (%d%d%d%d%-%d%d%-%d%d)") or "?"
-  out.title = ("make bench, %s (%s): %s"):format(date, run, source or "results")
+  out.title = ("make bench of %s (%s), from %s"):format(date, run, source or "its results file")
 
   local abs = M.table_after(text, "### Absolute") or {}
   local ratio = M.table_after(text, "### Ratio to direct") or {}

@@ -35,6 +35,8 @@ describe("bench/chart.lua", function()
     local svg = assert(helpers.read(dir .. "/chart.svg"))
     assert.truthy(svg:match("^<svg "), svg:sub(1, 80))
     assert.truthy(svg:find("</svg>", 1, true))
+    assert.truthy(svg:find(">make bench of 2026-12-02 (full, 1 round(s), median per cell), from bench-2026-12-02.md<",
+      1, true), svg:sub(1, 400))
     local b = bars(svg)
     -- tunnels/s c=32 / direct, from the ratio table; added p50 from the absolute one
     assert.are.equal(0.70, b["isolation (unix socket)"][1].value)
