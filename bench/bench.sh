@@ -3,7 +3,8 @@
 # project's proxy plugged in (TCP and unix socket) next to tinyproxy, squid,
 # asrt and asrt-uds; the shared sandbox start cost; then the project's own
 # bridge.sh, startup.sh (with hyperfine, then interleaved), gitcheck.sh and noisy.sh. Results:
-# bench/results/bench-YYYY-MM-DD.md.
+# bench/results/bench-YYYY-MM-DD.md, and its chart (bench/chart.lua) beside
+# it, bench-YYYY-MM-DD.svg.
 #
 #   QUICK=1        the harness's --quick, fewer runs everywhere (~2-3 min)
 #   SHARED=DIR     where the shared folder is (../shared from the repo root)
@@ -71,5 +72,7 @@ log "git end check -> $OUT"
 "$REPO/bench/gitcheck.sh" --out "$OUT" || rc=1
 log "noisy neighbour -> $OUT"
 "$REPO/bench/noisy.sh" --out "$OUT" || rc=1
+log "chart -> ${OUT%.md}.svg"
+"${LUA:-lua5.4}" "$REPO/bench/chart.lua" "$OUT" || rc=1
 log "results in $OUT"
 exit $rc

@@ -11,7 +11,7 @@ BENCH_RUN ?= /tmp/isolation-bench
 QUICK     ?=
 REPEAT    ?=
 
-.PHONY: bench bench-noisy
+.PHONY: bench bench-noisy chart
 bench: all $(BUILD)/floor-relay $(BUILD)/socks-load
 	QUICK='$(QUICK)' REPEAT='$(REPEAT)' SHARED='$(abspath $(SHARED))' BENCH_RUN='$(BENCH_RUN)' bench/bench.sh
 
@@ -21,6 +21,13 @@ $(BUILD)/floor-relay: bench/floor-relay.c | $(BUILD)/obj
 # bench/socks.sh's client: the same tunnel through SOCKS5 and HTTP CONNECT
 $(BUILD)/socks-load: bench/socks-load.c | $(BUILD)/obj
 	$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $<
+
+# The chart of a results file (bench/chart.lua: an SVG next to it, same
+# name): `make bench` draws it at the end; `make chart` draws it again,
+# from the newest results file or CHART_FROM=bench/results/bench-DATE.md.
+CHART_FROM ?= $(lastword $(sort $(wildcard bench/results/bench-*.md)))
+chart:
+	$(LUA) bench/chart.lua $(CHART_FROM)
 
 bench-noisy: all
 	QUICK='$(QUICK)' SHARED='$(abspath $(SHARED))' bench/noisy.sh $(if $(BENCH_OUT),--out '$(BENCH_OUT)')

@@ -1,4 +1,4 @@
--- isolation.config: the contract's table (docs/launch.md, Config), every default, every refusal, and
+-- isolation.config: the contract's table (docs/reference/launch-spec.md, Config), every default, every refusal, and
 -- the normalized form keeping only what applies.
 local isolation = require("isolation")
 

@@ -1,6 +1,6 @@
 -- isolation.cli: the `isolate` command (bin/isolate is a few lines over
 -- it, as busted's bin/busted is over busted.runner). `isolate --help` is
--- the reference; docs/cli.md the details.
+-- the reference; docs/reference/cli.md the details.
 --
 -- Runs one command sandboxed (bwrap or docker), behind the egress
 -- allowlist proxy when the network is denied; `isolate proxy` runs a proxy
@@ -95,7 +95,8 @@ Options:
                              not built)
   --seccomp sandbox|tty      bwrap's system-call filter (default sandbox: no
                              TIOCSTI/TIOCLINUX, no kernel keyrings, ...; see
-                             docs/launch.md); tty refuses only the two ioctls
+                             docs/reference/launch-spec.md); tty refuses only
+                             the two ioctls
   --target local|ssh|pct|sandbox
                              checked against the config before anything starts
                              (default local); isolate itself runs commands on
@@ -961,7 +962,7 @@ local function dry_run(o, spec, allow)
       or "isolation.sandbox_seccomp_filter() (refuses TIOCSTI and TIOCLINUX, the kernel keyrings,"
         .. " io_uring, bpf, perf_event_open, userfaultfd, kexec, modules, mounts, setns, unshare and clone"
         .. " with namespace flags, clone3 (ENOSYS), vsock, packet and non-route netlink sockets;"
-        .. " docs/launch.md says why each)")
+        .. " docs/reference/launch-spec.md says why each)")
   end
   if allow then
     out[#out + 1] = ""

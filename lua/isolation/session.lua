@@ -786,7 +786,7 @@ function Manager:_check_host_paths(spec)
   return hostpaths.check(places, guards)
 end
 
---- Launches a session (docs/policy-and-sessions.md). Returns the session, or nil, err with
+--- Launches a session (docs/reference/sessions.md). Returns the session, or nil, err with
 --- nothing left running: no proxy, no socket file, no process.
 function Manager:launch(req)
   if type(req) ~= "table" then

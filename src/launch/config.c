@@ -1,8 +1,9 @@
 /*
- * config.c - isolation.config: checks a config against docs/launch.md's table
- * and builds its normalized form, which keeps only what applies (the image
- * only for docker, the allowlist only for network deny). Shared by the argv
- * builders, so a launch can never run with a config config() would refuse.
+ * config.c - isolation.config: checks a config against
+ * docs/reference/launch-spec.md's table and builds its normalized form, which
+ * keeps only what applies (the image only for docker, the allowlist only for
+ * network deny). Shared by the argv builders, so a launch can never run with a
+ * config config() would refuse.
  */
 #include "launch/config.h"
 #include "allow/hostpat.h"

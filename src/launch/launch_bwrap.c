@@ -193,11 +193,11 @@ int launch_bwrap_check_order(lua_State *L, const struct launch_spec *s)
  * (bwrap 0.8.0 skips its own read-only remount of /proc/sys whenever
  * access(W_OK) fails on the directory, and a sysctl file checks only the
  * owner). The list is the container runtimes' default (Docker's and runc's
- * ReadonlyPaths and MaskedPaths) minus what Linux no longer has; docs/launch.md
- * says why each. bwrap has no conditional tmpfs, and a mount on a path a
- * kernel lacks is an error, so each entry is one that exists on every
- * kernel with procfs, or a -try whose source exists exactly when the entry
- * does (the same kernel is on both sides).
+ * ReadonlyPaths and MaskedPaths) minus what Linux no longer has;
+ * docs/reference/launch-spec.md says why each. bwrap has no conditional tmpfs,
+ * and a mount on a path a kernel lacks is an error, so each entry is one that
+ * exists on every kernel with procfs, or a -try whose source exists exactly
+ * when the entry does (the same kernel is on both sides).
  */
 static size_t proc_guards(struct mount *out)
 {

@@ -279,7 +279,7 @@ size_t launch_agent_mounts(const struct launch_spec *s, struct mount *out)
  * docker orders bind mounts parent-first itself, and a pin matters there
  * too (the kernel is the same). docker creates a missing source as an empty
  * root-owned directory: isolate and the session manager give docker only
- * the protected paths that exist (docs/launch.md).
+ * the protected paths that exist (docs/reference/launch-spec.md).
  */
 void launch_docker_protect(struct argv_buf *b, const struct launch_spec *s)
 {

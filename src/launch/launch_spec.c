@@ -712,8 +712,8 @@ const char *const launch_ca_env[] = {"SSL_CERT_FILE",
  * (isolation.AGENT_WRITABLE: the only ones isolate and the session manager
  * leave writable; every other entry of the config directory is bound
  * read-only at launch, and one made inside is moved aside at the end).
- * Sources and versions: docs/launch.md, "The agent's own config". Any
- * other agent has none.
+ * Sources and versions: docs/reference/launch-spec.md, "The agent's own
+ * config". Any other agent has none.
  */
 static const char *const none[] = {NULL};
 static const char *const claude_binds[] = {"$HOME/.claude",

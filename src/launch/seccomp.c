@@ -13,8 +13,8 @@
  * isolation.sandbox_seccomp_filter(): the same two ioctls, and the calls a
  * coding agent does not need that reach the host's kernel state or widen
  * its attack surface (the table `sandbox_rules` below says why each; see
- * docs/launch.md). Every other system call is allowed: git, compilers,
- * package managers, language runtimes and test suites run unchanged.
+ * docs/reference/launch-spec.md). Every other system call is allowed: git,
+ * compilers, package managers, language runtimes and test suites run unchanged.
  *
  * A program is the raw array of struct sock_filter that bwrap reads from
  * the descriptor until EOF and installs with PR_SET_SECCOMP, in this
@@ -245,9 +245,9 @@ static const struct rule tty_rules[] = {
 
 /*
  * The sandbox's filter: the TTY rules, then the calls below, each with
- * EPERM unless said (docs/launch.md has the table, with what each is used
- * for outside a sandbox). None is needed by git, a compiler, a package
- * manager, a language runtime or a test suite.
+ * EPERM unless said (docs/reference/launch-spec.md has the table, with what
+ * each is used for outside a sandbox). None is needed by git, a compiler, a
+ * package manager, a language runtime or a test suite.
  */
 static const struct rule sandbox_rules[] = {
     REFUSE_IF(sys_ioctl, EPERM, 1, ARG_EQ, REQ_TIOCSTI),
