@@ -177,7 +177,7 @@ ROCK_LOAD = local tree, checkout = os.getenv("TREE"), os.getenv("CHECKOUT"); \
     assert(not p:find(checkout, 1, true), "the checkout is on the path: " .. p) end; \
   local i = require("isolation"); \
   assert(package.searchpath("isolation", package.cpath):find(tree, 1, true), "isolation is not from the tree"); \
-  for _, m in ipairs({"agentcfg", "cli", "json", "policy", "preflight", "protect", "scheduler", "session"}) do require("isolation." .. m); \
+  for _, m in ipairs({"agentcfg", "cli", "json", "policy", "preflight", "protect", "scheduler", "session", "tools"}) do require("isolation." .. m); \
     assert(package.searchpath("isolation." .. m, package.path):find(tree, 1, true), m .. " is not from the tree") end; \
   assert(i.BRIDGE and i.BRIDGE:find(tree, 1, true), "BRIDGE is not in the tree"); \
   print("rockcheck: isolation " .. i.version .. " and isolation.session (luv " .. require("luv").version_string() \
