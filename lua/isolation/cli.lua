@@ -1651,7 +1651,17 @@ local function dispatch(args)
   end
   if cfg.mode == "bwrap" and target == "local" then
     -- a root launch: what only root may read here is masked inside
-    spec.mask_files, spec.mask_dirs = hostpaths.root_masks()
+    do
+      -- added to the masks of the tools' credentials (isolation.tools)
+      local files, dirs = hostpaths.root_masks()
+      for _, m in ipairs({ { "mask_files", files }, { "mask_dirs", dirs } }) do
+        if m[2] then
+          local list = spec[m[1]] or {}
+          for _, p in ipairs(m[2]) do list[#list + 1] = p end
+          spec[m[1]] = list
+        end
+      end
+    end
     if uv.getuid() == 0 then
       io.stderr:write("isolate: the sandbox runs as root (uid 0 inside, without capabilities): it owns what it"
         .. " creates in the workdir; files only root may read (/etc/shadow, /etc/sudoers, ssh host keys, ...) are"

@@ -655,8 +655,13 @@ function M.apply(spec, plan, launching_path)
   local env_set = {}
   for k, v in pairs(type(spec.env_set) == "table" and spec.env_set or {}) do env_set[k] = v end
   if #plan.bins > 0 then
-    local rest = env_set.PATH or launching_path
-    env_set.PATH = table.concat(plan.bins, ":") .. ((rest and rest ~= "") and (":" .. rest) or "")
+    local rest, seen = {}, {}
+    for _, b in ipairs(plan.bins) do seen[b] = true end
+    for d in ((env_set.PATH or launching_path or "") .. ":"):gmatch("([^:]*):") do
+      if not seen[d] then rest[#rest + 1] = d end
+    end
+    if #rest == 1 and rest[1] == "" then rest = {} end
+    env_set.PATH = table.concat(plan.bins, ":") .. (#rest > 0 and (":" .. table.concat(rest, ":")) or "")
   end
   for k, v in pairs(plan.env) do if env_set[k] == nil then env_set[k] = v end end
   if next(env_set) then spec.env_set = env_set end
