@@ -341,3 +341,120 @@ describe("tools through the session manager", function()
     assert(ok, err)
   end)
 end)
+
+-- The other layouts, through tools.plan (what isolate and the session
+-- manager bind), each laid out as its manager lays it out.
+describe("tools.plan: the layouts of fnm, volta, rbenv, asdf, mise, bun, deno, pipx", function()
+  local top, home, work
+  before_each(function()
+    top = helpers.tmpdir()
+    home, work = top .. "/home", top .. "/work"
+    assert(uv.fs_mkdir(home, 448))
+    assert(uv.fs_mkdir(work, 448))
+  end)
+  after_each(function() helpers.rmtree(top) end)
+
+  local function plan(program_name, path, env)
+    env = env or {}
+    return tools.plan({ home = home, cwd = work, path = path .. ":" .. SYSTEM_PATH, program = program_name,
+      getenv = function(n) return env[n] end })
+  end
+
+  it("fnm: the installation of a version, also through its alias and multishell links", function()
+    local inst = home .. "/.local/share/fnm/node-versions/v20.11.0/installation"
+    program(inst .. "/bin/node", "node", "v20.11.0")
+    link(home .. "/.local/share/fnm/node-versions/v20.11.0/installation", home .. "/.local/share/fnm/aliases/default")
+    link(home .. "/.local/share/fnm/aliases/default", top .. "/fnm_multishells_1234")
+    local p = assert(plan("node", top .. "/fnm_multishells_1234/bin"))
+    assert.are.same({ inst }, p.tools)
+    assert.are.same({ inst .. "/bin" }, p.bins)
+  end)
+
+  it("volta: the shim runs the platform's node, a package's shim its image and its node", function()
+    local v = home .. "/.volta"
+    link("volta-shim", v .. "/bin/node")
+    link("volta-shim", v .. "/bin/tiny")
+    program(v .. "/bin/volta-shim", "volta-shim", "2.0.1")
+    program(v .. "/tools/image/node/20.11.0/bin/node", "node", "v20.11.0")
+    program(v .. "/tools/image/node/18.19.0/bin/node", "node", "v18.19.0")
+    write(v .. "/tools/user/platform.json", '{"node": {"runtime": "20.11.0", "npm": null}}')
+    write(v .. "/tools/user/bins/tiny.json", '{"name": "tiny", "package": "tiny", "version": "1.0.0",'
+      .. ' "platform": {"node": "18.19.0"}}')
+    program(v .. "/tools/image/packages/tiny/bin/tiny", "tiny", "1.0.0")
+    local p = assert(plan("node", v .. "/bin"))
+    assert.are.same({ v .. "/tools/image/node/20.11.0" }, p.tools)
+    assert.are.same({ v .. "/tools/image/node/20.11.0/bin" }, p.bins)
+    p = assert(plan("tiny", v .. "/bin"))
+    assert.are.same({ v .. "/tools/image/packages/tiny", v .. "/tools/image/node/18.19.0" }, p.tools)
+  end)
+
+  it("rbenv: the shim's version from .ruby-version, RBENV_VERSION", function()
+    local r = home .. "/.rbenv"
+    program(r .. "/versions/3.3.0/bin/ruby", "ruby", "3.3.0")
+    program(r .. "/versions/3.2.2/bin/ruby", "ruby", "3.2.2")
+    write(r .. "/shims/ruby", "#!/usr/bin/env bash\nexec rbenv exec ruby \"$@\"\n", tonumber("755", 8))
+    write(r .. "/version", "3.2.2\n")
+    write(work .. "/.ruby-version", "3.3.0\n")
+    assert.are.same({ r .. "/versions/3.3.0" }, assert(plan("ruby", r .. "/shims")).tools)
+    assert.are.same({ r .. "/versions/3.2.2" }, assert(plan("ruby", r .. "/shims", { RBENV_VERSION = "3.2.2" })).tools)
+  end)
+
+  it("asdf: the version the shim names and .tool-versions picks; mise: the only install, else a question", function()
+    local a = home .. "/.asdf"
+    program(a .. "/installs/nodejs/20.1.0/bin/node", "node", "20.1.0")
+    program(a .. "/installs/nodejs/18.0.0/bin/node", "node", "18.0.0")
+    write(a .. "/shims/node", "#!/usr/bin/env bash\n# asdf-plugin: nodejs 18.0.0\n# asdf-plugin: nodejs 20.1.0\n"
+      .. 'exec asdf exec "node" "$@"\n', tonumber("755", 8))
+    write(work .. "/.tool-versions", "nodejs 20.1.0\n")
+    assert.are.same({ a .. "/installs/nodejs/20.1.0" }, assert(plan("node", a .. "/shims")).tools)
+    local m = home .. "/.local/share/mise"
+    program(m .. "/installs/python/3.12.1/bin/python3", "python3", "3.12.1")
+    link(home .. "/.local/bin/mise", m .. "/shims/python3")
+    program(home .. "/.local/bin/mise", "mise", "2024.12.0")
+    assert.are.same({ m .. "/installs/python/3.12.1" }, assert(plan("python3", m .. "/shims")).tools)
+    program(m .. "/installs/python/3.11.0/bin/python3", "python3", "3.11.0")
+    local ok, err = plan("python3", m .. "/shims")
+    assert.is_nil(ok)
+    assert.truthy(err:find("mise shim", 1, true) and err:find("--tool", 1, true), err)
+  end)
+
+  it("bun, deno: their bin; pipx: the venv and its pyenv interpreter", function()
+    program(home .. "/.bun/bin/bun", "bun", "1.1.0")
+    link("../install/global/node_modules/tiny/cli.js", home .. "/.bun/bin/tiny")
+    write(home .. "/.bun/install/global/node_modules/tiny/cli.js", "#!/usr/bin/env bun\n", tonumber("755", 8))
+    write(home .. "/.bun/install/global/bunfig.toml", 'token = "' .. SECRET .. '"\n')
+    local p = assert(plan("tiny", home .. "/.bun/bin"))
+    assert.are.same({ home .. "/.bun/install/global", home .. "/.bun/bin" }, p.tools)
+    assert.are.same({ home .. "/.bun/install/global/bunfig.toml" }, p.mask_files)
+    program(home .. "/.deno/bin/deno", "deno", "2.0.0")
+    assert.are.same({ home .. "/.deno/bin" }, assert(plan("deno", home .. "/.deno/bin")).tools)
+    local py = home .. "/.pyenv/versions/3.12.1"
+    program(py .. "/bin/python3", "python3", "3.12.1")
+    local venv = home .. "/.local/share/pipx/venvs/black"
+    write(venv .. "/pyvenv.cfg", "home = " .. py .. "/bin\nversion = 3.12.1\n")
+    link(py .. "/bin/python3", venv .. "/bin/python")
+    write(venv .. "/bin/black", "#!" .. venv .. "/bin/python\n", tonumber("755", 8))
+    link(venv .. "/bin/black", home .. "/.local/bin/black")
+    p = assert(plan("black", home .. "/.local/bin"))
+    assert.are.same({ venv, home .. "/.local/bin/black", py }, p.tools)
+  end)
+
+  it("the builders: tools is an array of paths (absolute or $HOME/), bound read-only; docker -v :ro", function()
+    local isolation = require("isolation")
+    local s = { config = { mode = "bwrap", network = "allow" }, workdir = work, command = "true",
+      tools = { "$HOME/.nvm/versions/node/v22" } }
+    local argv = assert(isolation.bwrap_argv(s))
+    assert.truthy(table.concat(argv, " "):find("--ro-bind $HOME/.nvm/versions/node/v22 $HOME/.nvm/versions/node/v22",
+      1, true))
+    s.tools = { "rel/dir" }
+    local ok, err = isolation.argv(s)
+    assert.is_nil(ok)
+    assert.are.equal('isolation: tools[1] must be an absolute path or start with $HOME/ (got "rel/dir")', err)
+    s.tools = { "/" }
+    assert.is_nil(isolation.argv(s))
+    s.config = { mode = "docker", network = "allow", docker_image = "debian" }
+    s.tools = { "/opt/t" }
+    argv = assert(isolation.docker_argv(s))
+    assert.truthy(table.concat(argv, " "):find("-v /opt/t:/opt/t:ro", 1, true), table.concat(argv, " "))
+  end)
+end)
