@@ -439,6 +439,23 @@ describe("tools.plan: the layouts of fnm, volta, rbenv, asdf, mise, bun, deno, p
     assert.are.same({ venv, home .. "/.local/bin/black", py }, p.tools)
   end)
 
+  it("a tree too big to walk, or with more credential names than can be covered, is refused", function()
+    local dir = home .. "/opt/big"
+    for i = 1, 3 do write(dir .. "/p" .. i .. "/.npmrc", "x") end
+    local walk_max, mask_max = tools.WALK_MAX, tools.MASK_MAX
+    tools.MASK_MAX = 2
+    local ok, err = tools.plan({ home = home, cwd = work, given = { dir } })
+    tools.MASK_MAX = mask_max
+    assert.is_nil(ok)
+    assert.truthy(err:find("hold 3 files and 0 directories named like credentials", 1, true), err)
+    tools.WALK_MAX = 4
+    ok, err = tools.plan({ home = home, cwd = work, given = { dir } })
+    tools.WALK_MAX = walk_max
+    assert.is_nil(ok)
+    assert.truthy(err:find("has more than 4 entries: it is not bound unchecked", 1, true), err)
+    assert.are.equal(3, #assert(tools.plan({ home = home, cwd = work, given = { dir } })).mask_files)
+  end)
+
   it("the builders: tools is an array of paths (absolute or $HOME/), bound read-only; docker -v :ro", function()
     local isolation = require("isolation")
     local s = { config = { mode = "bwrap", network = "allow" }, workdir = work, command = "true",
