@@ -140,7 +140,8 @@ ASAN_SKIP = spec/containers_spec.lua spec/gitcheck_spec.lua spec/agentcfg_spec.l
   spec/report_escape_spec.lua spec/root_masks_spec.lua spec/setid_spec.lua spec/session_end_spec.lua \
   spec/isolate_errors_spec.lua spec/isolate_summary_forgery_spec.lua spec/isolate_learn_spec.lua \
   spec/isolate_denials_spec.lua spec/isolate_env_spec.lua spec/isolate_files_spec.lua \
-  spec/isolate_log_spec.lua spec/isolate_route_spec.lua spec/examples_spec.lua spec/quickstart_spec.lua
+  spec/isolate_log_spec.lua spec/isolate_route_spec.lua spec/examples_spec.lua spec/quickstart_spec.lua \
+  spec/tools_spec.lua
 ASAN_SPECS = $(filter-out $(ASAN_SKIP),$(sort $(wildcard spec/*_spec.lua)))
 ASAN_RUN = ISOLATION_SANITIZER=1 ISOLATION_CPATH='$(BUILD)/asan/?.so' \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
