@@ -203,6 +203,18 @@ describe("tools under $HOME", function()
       .. "/.local/share:\nclaude\n\n" .. versions .. ":\n2.0.64\n", out)
   end)
 
+  it("npm -g under nvm: --agent codex -- codex runs the package's script with that version's node", function()
+    if helpers.skip_without_bwrap() then return end
+    local v = home .. "/.nvm/versions/node/v22.1.0"
+    -- node: runs a script by printing what it was given
+    write(v .. "/bin/node", '#!/bin/sh\necho "node $0 ran $*"\n', tonumber("755", 8))
+    write(v .. "/lib/node_modules/@openai/codex/bin/codex.js", "#!/usr/bin/env node\n", tonumber("755", 8))
+    link("../lib/node_modules/@openai/codex/bin/codex.js", v .. "/bin/codex")
+    local status, out, err = isolate({ "--agent", "codex", "--", "codex", "--version" }, v .. "/bin:" .. SYSTEM_PATH)
+    assert.are.equal(0, status, err)
+    assert.are.equal("node " .. v .. "/bin/node ran " .. v .. "/bin/codex --version\n", out)
+  end)
+
   it("a program of ~/bin and of a directory of PATH that is $HOME itself: that file alone", function()
     if helpers.skip_without_bwrap() then return end
     program(home .. "/bin/mytool", "mytool", "1.0")
