@@ -140,7 +140,8 @@ ASAN_SKIP = spec/containers_spec.lua spec/gitcheck_spec.lua spec/agentcfg_spec.l
   spec/report_escape_spec.lua spec/root_masks_spec.lua spec/setid_spec.lua spec/session_end_spec.lua \
   spec/isolate_errors_spec.lua spec/isolate_summary_forgery_spec.lua spec/isolate_learn_spec.lua \
   spec/isolate_denials_spec.lua spec/isolate_env_spec.lua spec/isolate_files_spec.lua \
-  spec/isolate_log_spec.lua spec/isolate_route_spec.lua spec/examples_spec.lua spec/quickstart_spec.lua
+  spec/isolate_log_spec.lua spec/isolate_route_spec.lua spec/examples_spec.lua spec/quickstart_spec.lua \
+  spec/tools_spec.lua
 ASAN_SPECS = $(filter-out $(ASAN_SKIP),$(sort $(wildcard spec/*_spec.lua)))
 ASAN_RUN = ISOLATION_SANITIZER=1 ISOLATION_CPATH='$(BUILD)/asan/?.so' \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
@@ -177,7 +178,7 @@ ROCK_LOAD = local tree, checkout = os.getenv("TREE"), os.getenv("CHECKOUT"); \
     assert(not p:find(checkout, 1, true), "the checkout is on the path: " .. p) end; \
   local i = require("isolation"); \
   assert(package.searchpath("isolation", package.cpath):find(tree, 1, true), "isolation is not from the tree"); \
-  for _, m in ipairs({"agentcfg", "cli", "json", "policy", "preflight", "protect", "scheduler", "session"}) do require("isolation." .. m); \
+  for _, m in ipairs({"agentcfg", "cli", "json", "policy", "preflight", "protect", "scheduler", "session", "tools"}) do require("isolation." .. m); \
     assert(package.searchpath("isolation." .. m, package.path):find(tree, 1, true), m .. " is not from the tree") end; \
   assert(i.BRIDGE and i.BRIDGE:find(tree, 1, true), "BRIDGE is not in the tree"); \
   print("rockcheck: isolation " .. i.version .. " and isolation.session (luv " .. require("luv").version_string() \

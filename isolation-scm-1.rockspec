@@ -53,6 +53,7 @@ build = {
     ["isolation.routes"] = "lua/isolation/routes.lua",
     ["isolation.session"] = "lua/isolation/session.lua",
     ["isolation.setid"] = "lua/isolation/setid.lua",
+    ["isolation.tools"] = "lua/isolation/tools.lua",
   },
   -- The built-in bridge is a program, which the builtin build cannot make:
   -- run `make` first; the rock installs the binary beside isolation.so,

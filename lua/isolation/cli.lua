@@ -18,6 +18,7 @@ local hostpaths = require("isolation.hostpaths")
 local setid = require("isolation.setid")
 local json = require("isolation.json")
 local textmod = require("isolation.text")
+local toolsmod = require("isolation.tools")
 
 local M = {}
 
@@ -78,6 +79,12 @@ Options:
                              /dev/nvidia-caps, /dev/dri, /dev/kfd, /dev/dxg, those
                              present), nothing else of its /dev; bwrap, docker
                              and podman
+  --tool PATH                repeatable: an installation (a directory, or a program
+                             whose installation is found) bound read-only at the
+                             same path, its bin directory first on PATH; bwrap
+  --no-tools                 bind no tools: the command's program is not looked
+                             for under $HOME (by default its installation there,
+                             nvm, pyenv, rustup, claude's, ..., is bound read-only)
   --protect PATH             repeatable: a path relative to the workdir, read-only
                              inside, added to isolation.PROTECTED (.git/hooks,
                              .git/config, .vscode, .claude/settings.json, ...)
@@ -552,7 +559,7 @@ local SINGLE = {
   ["--time"] = "time", ["--upstream-ca"] = "upstream_ca",
 }
 local REPEATED = { ["--allow-host"] = "allow_hosts", ["--bind"] = "binds", ["--ro-bind"] = "ro_binds",
-  ["--protect"] = "protect" }
+  ["--protect"] = "protect", ["--tool"] = "tools" }
 local FLAGS = { ["--dry-run"] = "dry_run", ["--json"] = "json", ["--verbose"] = "verbose",
   ["--no-protect"] = "no_protect" }
 REPEATED["--resolve"] = "resolve"
@@ -563,6 +570,7 @@ FLAGS["--inherit-env"] = "env_inherit"
 FLAGS["--learn"] = "learn"
 FLAGS["--no-default-hosts"] = "no_default_hosts"
 FLAGS["--gpu"] = "gpu"
+FLAGS["--no-tools"] = "no_tools"
 REPEATED["--secret"] = "secrets"
 FLAGS["--git"] = "git_routes"
 FLAGS["--no-routes"] = "no_routes"
@@ -579,7 +587,7 @@ local OTHER_OPTIONS = { ["--help"] = true, ["--version"] = true }
 
 local function parse(args)
   local o = { allow_hosts = {}, binds = {}, ro_binds = {}, resolve = {}, env_pass = {}, env_set = {}, protect = {},
-    secrets = {} }
+    secrets = {}, tools = {} }
   local i = 1
   while i <= #args do
     local a = args[i]
@@ -956,6 +964,7 @@ local function dry_run(o, spec, allow)
   local text, derr = isolation.dry_run(spec)
   if not text then die_usage(derr) end
   local out = { (text:gsub("\n*$", "")) }
+  for _, l in ipairs(o.tools_plan and toolsmod.describe(o.tools_plan) or {}) do out[#out + 1] = l end
   if spec.seccomp_fd then
     out[#out + 1] = "seccomp program on descriptor 3: " .. (o.seccomp == "tty"
       and "isolation.tty_seccomp_filter() (refuses TIOCSTI and TIOCLINUX)"
@@ -1597,11 +1606,32 @@ local function dispatch(args)
     require_program(SOCAT) -- the relay runs the host's socat inside the sandbox
   end
   local places = {}
+  if o.no_tools and #o.tools > 0 then die_usage("--tool and --no-tools contradict each other") end
+  if #o.tools > 0 and cfg.mode ~= "bwrap" then
+    die_usage("--tool works with --mode bwrap only (got --mode " .. (o.mode or cfg.mode) .. "): a container runs"
+      .. " the image's programs, and --mode none has no sandbox to bind into")
+  end
   if cfg.mode ~= "" and target == "local" then
     local home, from_passwd = sandbox_home()
     check_paths_resolved(o, spec, home)
     if from_passwd then o.home = home end
     places = writable_places(o, spec, home)
+    if cfg.mode == "bwrap" and not o.no_tools then
+      local cwd = assert(uv.cwd())
+      local given = {}
+      for i, p in ipairs(o.tools) do given[i] = absolute(p, cwd) end
+      local plan, tperr = toolsmod.plan({ home = home, cwd = spec.workdir, path = os.getenv("PATH"),
+        program = o.command[1], given = given, field = "--tool" })
+      if not plan then die_usage((tostring(tperr):gsub("^%-%-tool%[%d+%]", "--tool"))) end
+      toolsmod.apply(spec, plan, os.getenv("PATH"))
+      o.tools_plan = plan
+      for _, t in ipairs(plan.tools) do
+        places[#places + 1] = { name = "a tool (" .. t .. ")", path = t, read_only = true }
+      end
+      if not o.json then
+        for _, n in ipairs(plan.notes) do say("isolate: tools: ", n) end
+      end
+    end
   end
   spec.limits, spec.limits_via = limits_for(o, cfg, target)
   spec.command = command_line(o.command)
@@ -1622,7 +1652,17 @@ local function dispatch(args)
   end
   if cfg.mode == "bwrap" and target == "local" then
     -- a root launch: what only root may read here is masked inside
-    spec.mask_files, spec.mask_dirs = hostpaths.root_masks()
+    do
+      -- added to the masks of the tools' credentials (isolation.tools)
+      local files, dirs = hostpaths.root_masks()
+      for _, m in ipairs({ { "mask_files", files }, { "mask_dirs", dirs } }) do
+        if m[2] then
+          local list = spec[m[1]] or {}
+          for _, p in ipairs(m[2]) do list[#list + 1] = p end
+          spec[m[1]] = list
+        end
+      end
+    end
     if uv.getuid() == 0 then
       io.stderr:write("isolate: the sandbox runs as root (uid 0 inside, without capabilities): it owns what it"
         .. " creates in the workdir; files only root may read (/etc/shadow, /etc/sudoers, ssh host keys, ...) are"

@@ -23,6 +23,7 @@ local limits = require("isolation.limits")
 local hostpaths = require("isolation.hostpaths")
 local setid = require("isolation.setid")
 local routes = require("isolation.routes")
+local tools = require("isolation.tools")
 
 local M = {}
 
@@ -764,13 +765,13 @@ end
 function Manager:_check_host_paths(spec)
   local home = os.getenv("HOME")
   local places = { { name = "isolation: workdir", path = spec.workdir } }
-  for _, field in ipairs({ "binds", "ro_binds" }) do
+  for _, field in ipairs({ "binds", "ro_binds", "tools" }) do
     local list = spec[field]
     for i, p in ipairs(type(list) == "table" and list or {}) do
       if type(p) == "string" then
         if p:sub(1, 6) == "$HOME/" and home and home:sub(1, 1) == "/" then p = home .. p:sub(6) end
         places[#places + 1] = { name = "isolation: " .. field .. "[" .. i .. "]", path = p,
-          read_only = field == "ro_binds" }
+          read_only = field ~= "binds" }
       end
     end
   end
@@ -911,9 +912,30 @@ function Manager:launch(req)
     return nil, "isolation: seccomp must be \"sandbox\" (the default) or \"tty\" (got " .. show(seccomp) .. ")"
   end
   local filter
+  if type(req.tools) == "table" and next(req.tools) ~= nil and not (cfg.mode == "bwrap" and is_local(target)) then
+    return nil, "isolation: tools work with mode bwrap on a local target only (got mode " .. show(cfg.mode)
+      .. ", target " .. show(target) .. "): a container runs the image's programs, another host has its own"
+  end
   if cfg.mode == "bwrap" and is_local(target) then
     -- a root launch: what only root may read here is masked inside
     spec.mask_files, spec.mask_dirs = hostpaths.root_masks()
+    -- the command's program installed under $HOME, and the request's tools
+    -- (false: none), read-only (isolation.tools)
+    if req.tools ~= false and req.tools ~= NULL then
+      if req.tools ~= nil and type(req.tools) ~= "table" then
+        return nil, "isolation: tools must be an array of paths (absolute or $HOME/...) or false (no tools; got "
+          .. show(req.tools) .. ")"
+      end
+      local home = os.getenv("HOME")
+      if type(spec.workdir) == "string" and home and home:sub(1, 1) == "/" then
+        local plan
+        plan, err = tools.plan({ home = home, cwd = spec.workdir, path = os.getenv("PATH"),
+          program = tools.program_of(spec.command), given = req.tools, field = "tools" })
+        if not plan then return nil, "isolation: " .. err end
+        tools.apply(spec, plan, os.getenv("PATH"))
+        for _, n in ipairs(plan.notes) do self:_log("isolation: session " .. show(id) .. ": tools: " .. n) end
+      end
+    end
     filter = FILTERS[seccomp or "sandbox"]
     spec.seccomp_file = session_filter_path(self.runtime_dir, id, filter)
   end

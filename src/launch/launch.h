@@ -88,6 +88,12 @@ struct launch_spec {
     size_t nbinds;
     const char *ro_binds[LAUNCH_MAX_BINDS];
     size_t nro_binds;
+    /* tools: installations under $HOME (or elsewhere) bound read-only at
+     * the same path; chosen by isolate and the session manager
+     * (lua/isolation/tools.lua), which also mask what holds credentials
+     * in them and put their bin directories first on PATH */
+    const char *tools[LAUNCH_MAX_BINDS];
+    size_t ntools;
     /* bwrap only: covered by /dev/null, and by an empty tmpfs (a root
      * launch's files only root may read; chosen by isolate and the session
      * manager, which look) */
@@ -196,7 +202,7 @@ struct mount {
 };
 
 #define LAUNCH_MAX_MOUNTS                                                      \
-    (4 * LAUNCH_MAX_BINDS + LAUNCH_MAX_PROTECT + LAUNCH_MAX_PINS + 64)
+    (5 * LAUNCH_MAX_BINDS + LAUNCH_MAX_PROTECT + LAUNCH_MAX_PINS + 64)
 
 /*
  * launch_protect.c: reads protect and agent_config into s (after workdir);

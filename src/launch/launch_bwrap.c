@@ -138,8 +138,8 @@ static void add(struct mount *out, size_t *n, enum mount_kind kind,
 
 /*
  * The caller's mounts, in the given order: workdir, protect's pins, binds,
- * ro_binds, ca_cert, the protected paths (last: at the same path as a bind,
- * the read-only one wins).
+ * ro_binds, tools, ca_cert, the protected paths (last: at the same path as a
+ * bind, the read-only one wins).
  */
 static size_t user_mounts(const struct launch_spec *s, struct mount *out)
 {
@@ -150,6 +150,8 @@ static size_t user_mounts(const struct launch_spec *s, struct mount *out)
         add(out, &n, MOUNT_RW, s->binds[i], "binds");
     for (size_t i = 0; i < s->nro_binds; i++)
         add(out, &n, MOUNT_RO, s->ro_binds[i], "ro_binds");
+    for (size_t i = 0; i < s->ntools; i++)
+        add(out, &n, MOUNT_RO, s->tools[i], "tools, a program's installation");
     if (s->ca_cert)
         add(out, &n, MOUNT_RO, s->ca_cert, "ca_cert, single file");
     n += launch_protect_leaves(s, out + n);

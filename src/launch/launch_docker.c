@@ -107,6 +107,11 @@ static void push_docker_run(lua_State *L, const struct launch_spec *s)
         push_volume(L, s->ro_binds[i], true);
         argv_add_top(&b);
     }
+    for (size_t i = 0; i < s->ntools; i++) {
+        argv_add(&b, "-v");
+        push_volume(L, s->tools[i], true);
+        argv_add_top(&b);
+    }
     if (s->ca_cert) {
         argv_add(&b, "-v");
         push_volume(L, s->ca_cert, true);

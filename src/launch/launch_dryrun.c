@@ -188,6 +188,8 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
         add_volume(b, L, "read-write ", s->binds[i], "binds");
     for (size_t i = 0; i < s->nro_binds; i++)
         add_volume(b, L, "read-only  ", s->ro_binds[i], "ro_binds");
+    for (size_t i = 0; i < s->ntools; i++)
+        add_volume(b, L, "read-only  ", s->tools[i], "tools");
     if (s->ca_cert)
         add_volume(b, L, "read-only  ", s->ca_cert, "ca_cert, single file");
     for (size_t i = 0; i < s->nprotect; i++)

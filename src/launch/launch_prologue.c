@@ -204,6 +204,7 @@ void launch_add_prologue(luaL_Buffer *b, const struct launch_spec *s,
         add_pair(b, "agent config", *a, add_word);
     add_indexed(b, "binds", s->binds, s->nbinds, add_word);
     add_indexed(b, "ro_binds", s->ro_binds, s->nro_binds, add_word);
+    add_indexed(b, "tools", s->tools, s->ntools, add_word);
     if (s->ca_cert)
         add_pair(b, "ca_cert", s->ca_cert, add_word);
     if (s->proxy_socket)

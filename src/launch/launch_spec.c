@@ -18,7 +18,7 @@ static const char *const spec_keys[] = {
     "proxy_port", "socks_port",   "binds",   "ro_binds",   "ca_cert",
     "bridge",     "bridge_path",  "tty",     "seccomp_fd", "seccomp_file",
     "protect",    "agent_config", "limits",  "limits_via", "reap",
-    "mask_files", "mask_dirs",    NULL};
+    "mask_files", "mask_dirs",    "tools",   NULL};
 
 /*
  * Host paths that are never bound, as a workdir or a bind: the root, the
@@ -247,7 +247,8 @@ static int check_keys(lua_State *L, int idx)
                             "ca_cert, bridge, bridge_path, tty, "
                             "seccomp_fd, seccomp_file, env_pass, env_set, "
                             "env_inherit, protect, agent_config, limits, "
-                            "limits_via, reap, gpu, mask_files, mask_dirs)",
+                            "limits_via, reap, gpu, mask_files, mask_dirs, "
+                            "tools)",
                             lua_tostring(L, -1));
             return 0;
         }
@@ -556,6 +557,10 @@ static int check_docker_duplicates(lua_State *L, const struct launch_spec *s)
         snprintf(names[n], sizeof names[n], "ro_binds[%zu]", i + 1);
         paths[n++] = s->ro_binds[i];
     }
+    for (size_t i = 0; i < s->ntools; i++) {
+        snprintf(names[n], sizeof names[n], "tools[%zu]", i + 1);
+        paths[n++] = s->tools[i];
+    }
     if (s->ca_cert) {
         snprintf(names[n], sizeof names[n], "ca_cert");
         paths[n++] = s->ca_cert;
@@ -626,6 +631,10 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
     v = get_field(L, idx, "ro_binds");
     if (!check_bind_list(L, v, "ro_binds", docker, false, s->ro_binds,
                          &s->nro_binds))
+        return 0;
+
+    v = get_field(L, idx, "tools");
+    if (!check_bind_list(L, v, "tools", docker, false, s->tools, &s->ntools))
         return 0;
 
     v = get_field(L, idx, "mask_files");
