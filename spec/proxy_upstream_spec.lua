@@ -19,55 +19,9 @@ local isolation = require("isolation")
 local helpers = require("helpers")
 local wire = require("support.parsers")
 local cli = require("support.cli")
+local start_tinyproxy = require("support.tinyproxy").start
 
-local function free_port()
-  local s = uv.new_tcp()
-  assert(s:bind("127.0.0.1", 0))
-  local port = s:getsockname().port
-  s:close()
-  uv.run("nowait")
-  return port
-end
-
--- tinyproxy on loopback, in dir, admitting CONNECT to `ports` and the
--- hosts of `filter` (extended regular expressions) only; nil and the
--- reason when it cannot run here.
-local started = 0
-local function start_tinyproxy(dir, ports, filter)
-  local bin = helpers.run("command -v tinyproxy")
-  if bin ~= 0 then return nil, "tinyproxy is not installed (make deps installs it)" end
-  local port = free_port()
-  started = started + 1 -- a log of its own: the last one's says it started
-  local log = dir .. "/tinyproxy-" .. started .. ".log"
-  helpers.write(dir .. "/filter", table.concat(filter, "\n") .. "\n")
-  local conf = {
-    "Port " .. port, "Listen 127.0.0.1", "Timeout 30", 'LogFile "' .. log .. '"', "LogLevel Info",
-    "MaxClients 32", "Allow 127.0.0.1", "DisableViaHeader Yes", 'Filter "' .. dir .. '/filter"',
-    "FilterType ere", "FilterDefaultDeny Yes", 'PidFile "' .. dir .. '/tinyproxy.pid"',
-  }
-  for _, p in ipairs(ports) do conf[#conf + 1] = "ConnectPort " .. p end
-  helpers.write(dir .. "/tinyproxy.conf", table.concat(conf, "\n") .. "\n")
-  local p = cli.spawn({ "tinyproxy", "-d", "-c", dir .. "/tinyproxy.conf" })
-  local function listening()
-    local f = io.open(log, "rb")
-    local s = f and f:read("a") or ""
-    if f then f:close() end
-    return s:find("Accepting connections", 1, true) ~= nil or p.status ~= nil
-  end
-  cli.wait_for(listening, 10)
-  if p.status ~= nil or not listening() then
-    if p.status == nil then p.kill("sigkill") end
-    p.wait(5)
-    return nil, "tinyproxy did not start: " .. p.err .. (helpers.read(log) or "")
-  end
-  local t = { port = port, log = log, url = "http://127.0.0.1:" .. port }
-  function t.text() return helpers.read(log) or "" end
-  function t.stop()
-    if p.status == nil then p.kill("sigterm") end
-    p.wait(10)
-  end
-  return t
-end
+local free_port = require("support.tinyproxy").free_port
 
 -- A loopback server that writes `banner` to each client on accept and
 -- records what each sends.
@@ -444,6 +398,30 @@ describe("proxy upstream_proxy", function()
       assert.are.equal("502", res.status, res.data)
       assert.truthy(res.data:find("this proxy's own listening address", 1, true), res.data)
       assert.are.equal(1, #events)
+    end)
+
+    it("is what a session manager's proxies dial (manager option upstream_proxy)", function()
+      local session = require("isolation.session")
+      fake = fake_parent(function(c) c:write("HTTP/1.1 200 OK\r\n\r\nhello") end)
+      assert(uv.fs_mkdir(dir .. "/work", tonumber("700", 8)))
+      local mgr = assert(session.manager({ runtime_dir = dir .. "/run", launcher = function() return {} end,
+        upstream_proxy = fake.url }))
+      local s = assert(mgr:launch({ id = "s1", workdir = dir .. "/work", command = "true", bridge = "builtin",
+        default_hosts = false, isolation = { mode = "bwrap", network = "deny", allow_hosts = { "up.example.com" } } }))
+      local reply = cli.unix_request(s.proxy_socket, connect_head("up.example.com:443"), 5)
+      local refused = cli.unix_request(s.proxy_socket, connect_head("other.example.com:443"), 5)
+      mgr:close()
+      assert.are.equal("HTTP/1.1 200 Connection established\r\n\r\nhello", reply)
+      assert.truthy(refused:find("^HTTP/1%.1 403"), refused)
+      assert.are.same({ "CONNECT up.example.com:443 HTTP/1.1\r\nHost: up.example.com:443\r\n\r\n" }, fake.heads)
+      -- a bad value: the launch says which field
+      mgr = assert(session.manager({ runtime_dir = dir .. "/run2", launcher = function() return {} end,
+        upstream_proxy = "http://proxy.example.com" }))
+      local ok, err = mgr:launch({ id = "s2", workdir = dir .. "/work", command = "true", bridge = "builtin",
+        isolation = { mode = "bwrap", network = "deny", allow_hosts = { "up.example.com" } } })
+      mgr:close()
+      assert.is_nil(ok)
+      assert.truthy(tostring(err):find("upstream_proxy must be", 1, true), err)
     end)
 
     it("is named in the audit log's lines (via)", function()
