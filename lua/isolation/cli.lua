@@ -1201,6 +1201,7 @@ local CODE_TEXT = {
   dns_failed = "the name did not resolve",
   dns_timeout = "the name's lookup timed out",
   connect_failed = "no address could be dialed",
+  upstream_proxy_failed = "the parent proxy (--upstream-proxy) could not be reached, refused or failed",
   connect_timeout = "the dial timed out",
   upstream_failed = "the upstream connection broke before a response",
   bad_response = "the upstream's response was malformed",
