@@ -159,6 +159,15 @@ describe("proxy upstream_proxy", function()
     end)
   end)
 
+  it("isolate --dry-run names the parent", function()
+    assert(uv.fs_mkdir(dir .. "/w", tonumber("700", 8)))
+    local status, out, err = cli.isolate({ "--dry-run", "--workdir", dir .. "/w", "--upstream-proxy",
+      "http://proxy.example.net:3128", "--", "true" }, { env = { "TMPDIR=" .. dir } })
+    assert.are.equal(0, status, err)
+    assert.truthy(out:find("\nproxy parent (every admitted connection goes through it with CONNECT; it resolves "
+      .. "the names): http://proxy.example.net:3128\n", 1, true), out)
+  end)
+
   describe("through tinyproxy", function()
     local tp, why, server
 

@@ -984,6 +984,11 @@ local function dry_run(o, spec, allow)
     out[#out + 1] = string.format("route %s: %s, header %s (the secret is not shown), inside ISOLATION_ROUTE_%s",
       r.name, r.upstream, r.header, (r.name:upper():gsub("-", "_")))
   end
+  if allow and o.upstream_proxy then
+    out[#out + 1] = ""
+    out[#out + 1] = "proxy parent (every admitted connection goes through it with CONNECT; it resolves the names): "
+      .. o.upstream_proxy
+  end
   out[#out + 1] = ""
   out[#out + 1] = "argv (" .. #argv .. " elements, one a line):"
   for _, a in ipairs(argv) do out[#out + 1] = a end
