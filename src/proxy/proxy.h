@@ -9,6 +9,8 @@
  *   proxy_conn.c    one client connection: request heads, dialing, replies
  *   proxy_decide.c  every allow/deny decision about a request
  *   proxy_relay.c   moving bytes: tunnels, bodies, backpressure
+ *   proxy_parent.c  the parent proxy (upstream_proxy): its URL, the
+ *                   CONNECT sent to it, its reply
  *   proxy_buf.c     the relay's read buffers and the loop's pools of them
  *   proxy_event.c   events, stats and the swappable allowlist
  *   proxy_audit.c   the audit log: JSON lines written by a thread of its own

@@ -7,7 +7,10 @@
  * The order of the checks is the security property: the allowlist is
  * consulted before any lookup, every address a name resolves to is checked
  * before any dial, and the dial uses those very addresses (no second
- * lookup).
+ * lookup). With a parent proxy (opts.parent) the allowlist comes first
+ * just the same; then the dial is to the parent, whose answer to our
+ * CONNECT opens the way, and the target's name is not looked up here (the
+ * parent resolves it; an IP literal still meets the address rule).
  */
 #include <arpa/inet.h>
 #include <malloc.h>
