@@ -197,6 +197,28 @@ describe("proxy upstream_proxy", function()
       assert.truthy(e.reason:find("through the parent proxy 127.0.0.1:" .. tp.port, 1, true), e.reason)
     end)
 
+    it("relays 4 MB each way through the parent exactly: the server speaks first, no byte lost or doubled", function()
+      if not tp then return pending(why) end
+      local pattern = require("support.proxy").pattern
+      local down, up = pattern(7, 4 * 1024 * 1024), pattern(11, 4 * 1024 * 1024)
+      local bulk = banner_server(down)
+      tp.stop()
+      tp, why = start_tinyproxy(dir, { bulk.port }, { "^localhost$" })
+      assert(tp, why)
+      local port = open({ allow = { "localhost" }, upstream_proxy = tp.url, sni = "off" })
+      local ok = "HTTP/1.1 200 Connection established\r\n\r\n"
+      local res = wire.exchange(port, connect_head("localhost:" .. bulk.port), {
+        after_head = function(r, send) if r.data:sub(1, #ok) == ok then send({ up }) end end,
+        until_fn = function(r) return #r.data >= #ok + #down and #bulk.data >= #up end,
+        timeout = 30,
+      })
+      bulk.close()
+      assert.are.equal(#ok + #down, #res.data)
+      assert.is_true(res.data == ok .. down, "the server's bytes, exactly")
+      assert.are.equal(#up, #bulk.data)
+      assert.is_true(bulk.data == up, "the client's bytes, exactly")
+    end)
+
     it("a plain-HTTP request goes as a CONNECT to the parent, then origin-form to the server", function()
       if not tp then return pending(why) end
       local cap = wire.capture({ http = true })
