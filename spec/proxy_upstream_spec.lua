@@ -115,9 +115,10 @@ describe("proxy upstream_proxy", function()
   end)
 
   describe("option", function()
-    it("takes http://HOST:PORT (a name, IPv4, [IPv6]; a trailing /)", function()
+    it("takes http://[USER:PASSWORD@]HOST:PORT (a name, IPv4, [IPv6]; a trailing /)", function()
       for _, url in ipairs({ "http://127.0.0.1:3128", "http://proxy.example.com:8080/", "http://[::1]:3128",
-        "HTTP://Proxy.Example.COM:1" }) do
+        "HTTP://Proxy.Example.COM:1", "http://user:secret@proxy.example.com:3128", "http://user@[::1]:1",
+        "http://us%40er:p%3Ass:w@127.0.0.1:1" }) do
         local p, err = isolation.proxy({ allow = {}, listen = "127.0.0.1:0", upstream_proxy = url })
         assert.is_truthy(p, url .. ": " .. tostring(err))
         p:close()
@@ -134,7 +135,6 @@ describe("proxy upstream_proxy", function()
         { "http://proxy.example.com:0", "the port is not 1 to 65535" },
         { "http://proxy.example.com:65536", "the port is not 1 to 65535" },
         { "http://proxy.example.com:03128", "without leading zeros" },
-        { "http://user:secret@proxy.example.com:3128", "user:password@ is not supported" },
         { "http://proxy.example.com:3128/path", "a path, query or fragment follows the port" },
         { "http://proxy.example.com:3128?x", "a path, query or fragment follows the port" },
         { "http://::1:3128", "an IPv6 address must be in brackets" },
@@ -146,7 +146,8 @@ describe("proxy upstream_proxy", function()
       for _, case in ipairs(bad) do
         local p, err = isolation.proxy({ allow = {}, listen = "127.0.0.1:0", upstream_proxy = case[1] })
         assert.is_nil(p, tostring(case[1]))
-        assert.truthy(err:find("^isolation: upstream_proxy must be \"http://HOST:PORT\" %(HOST a name"), err)
+        assert.truthy(err:find("^isolation: upstream_proxy must be \"http://HOST:PORT\" or "
+          .. "\"http://USER:PASSWORD@HOST:PORT\" %(HOST a name"), err)
         assert.truthy(err:find(case[2], 1, true), err)
         if type(case[1]) == "string" then
           assert.truthy(err:find("(got \"" .. case[1] .. "\")", 1, true), err)
@@ -157,6 +158,25 @@ describe("proxy upstream_proxy", function()
       assert.is_nil(p)
       assert.truthy(err:find("upstream_proxy", 1, true), err)
     end)
+
+    it("refuses bad credentials without ever showing them", function()
+      for _, case in ipairs({
+        { "http://user:se%0Acret@proxy.example.com:3128", "without control bytes" },
+        { "http://user:se%zzcret@proxy.example.com:3128", "percent-encoded" },
+        { "http://:secret@proxy.example.com:3128", "a user (no colon)" },
+        { "http://us%3Aer:secret@proxy.example.com:3128", "a user (no colon)" },
+        { "http://user:" .. string.rep("s", 2000) .. "@proxy.example.com:3128", "at most 1024 bytes" },
+        { "http://user:secret@proxy.example.com", "the port is missing" },
+        { "https://user:secret@proxy.example.com:3128", "the scheme is not http://" },
+      }) do
+        local p, err = isolation.proxy({ allow = {}, listen = "127.0.0.1:0", upstream_proxy = case[1] })
+        assert.is_nil(p, case[1])
+        assert.truthy(err:find(case[2], 1, true), err)
+        assert.truthy(err:find("(got a URL with user:password@, not shown)", 1, true), err)
+        assert.is_nil(err:find("secret", 1, true), err)
+        assert.is_nil(err:find("sss", 1, true))
+      end
+    end)
   end)
 
   it("isolate --dry-run names the parent", function()
@@ -166,6 +186,12 @@ describe("proxy upstream_proxy", function()
     assert.are.equal(0, status, err)
     assert.truthy(out:find("\nproxy parent (every admitted connection goes through it with CONNECT; it resolves "
       .. "the names): http://proxy.example.net:3128\n", 1, true), out)
+    -- credentials are not shown
+    status, out, err = cli.isolate({ "--dry-run", "--workdir", dir .. "/w", "--upstream-proxy",
+      "http://user:sekrit@proxy.example.net:3128", "--", "true" }, { env = { "TMPDIR=" .. dir } })
+    assert.are.equal(0, status, err)
+    assert.truthy(out:find("): http://(credentials not shown)@proxy.example.net:3128\n", 1, true), out)
+    assert.is_nil((out .. err):find("sekrit", 1, true))
   end)
 
   describe("through tinyproxy", function()
@@ -321,6 +347,33 @@ describe("proxy upstream_proxy", function()
       assert.are.equal(502, e.status)
     end)
 
+    it("asks for credentials (tinyproxy BasicAuth): 502 without or with wrong ones, through with the right ones",
+      function()
+        if not tp then return pending(why) end
+        tp.stop()
+        tp, why = start_tinyproxy(dir, { server.port }, { "^localhost$" }, { "BasicAuth tuser tpass" })
+        assert(tp, why)
+        local function try(url)
+          local port = open({ allow = { "localhost" }, upstream_proxy = url })
+          local res = wire.exchange(port, connect_head("localhost:" .. server.port), {
+            until_fn = function(r) return r.data:find("BANNER\r\n", 1, true) end, timeout = 5,
+          })
+          proxy:close()
+          proxy = nil
+          return res
+        end
+        local host = "127.0.0.1:" .. tp.port
+        for _, url in ipairs({ "http://" .. host, "http://tuser:wrong@" .. host }) do
+          local res = try(url)
+          assert.are.equal("502", res.status, res.data)
+          assert.truthy(res.data:find("the parent proxy " .. host .. " answered 40[17] to CONNECT"), res.data)
+          assert.is_nil(res.data:find("wrong", 1, true))
+        end
+        local res = try("http://tuser:tpass@" .. host)
+        assert.are.equal("HTTP/1.1 200 Connection established\r\n\r\nBANNER\r\n", res.data)
+        for _, e in ipairs(events) do assert.is_nil(e.reason:find("tpass", 1, true)) end
+      end)
+
     it("isolate --upstream-proxy: curl in a real bwrap sandbox reaches the server through the parent", function()
       if not tp then return pending(why) end
       if not helpers.bwrap_works() then return pending(select(2, helpers.bwrap_works())) end
@@ -454,6 +507,29 @@ describe("proxy upstream_proxy", function()
       assert.is_nil(ok)
       assert.truthy(tostring(err):find("upstream_proxy must be", 1, true), err)
     end)
+
+    it("gets the URL's user:password@ as Proxy-Authorization: Basic (percent-decoded), named nowhere else",
+      function()
+        fake = fake_parent(function(c) c:write("HTTP/1.1 200 OK\r\n\r\n") end)
+        local log = dir .. "/audit.jsonl"
+        local port = open({ allow = { "up.example.com" }, audit_log = log,
+          upstream_proxy = "http://us%40er:p%3Ass:w@127.0.0.1:" .. fake.port })
+        local res = wire.exchange(port, connect_head("up.example.com:443"), {
+          until_fn = function(r) return r.data:find("\r\n\r\n", 1, true) end, timeout = 5,
+        })
+        assert.are.equal("200", res.status)
+        proxy:close()
+        proxy = nil
+        assert.are.equal("CONNECT up.example.com:443 HTTP/1.1\r\nHost: up.example.com:443\r\n"
+          .. "Proxy-Authorization: Basic dXNAZXI6cDpzczp3\r\n\r\n", fake.heads[1])
+        local text = helpers.read(log)
+        assert.truthy(text:find('"via":"127.0.0.1:' .. fake.port .. '"', 1, true), text)
+        for _, e in ipairs(events) do assert.are.equal("127.0.0.1:" .. fake.port, e.via) end
+        for _, secret in ipairs({ "p%3Ass", "p:ss", "dXNAZXI6cDpzczp3", "us%40er" }) do
+          assert.is_nil(text:find(secret, 1, true), secret)
+          assert.is_nil(res.data:find(secret, 1, true), secret)
+        end
+      end)
 
     it("is named in the audit log's lines (via)", function()
       fake = fake_parent(function(c) c:write("HTTP/1.1 200 OK\r\n\r\n") end)

@@ -987,7 +987,7 @@ local function dry_run(o, spec, allow)
   if allow and o.upstream_proxy then
     out[#out + 1] = ""
     out[#out + 1] = "proxy parent (every admitted connection goes through it with CONNECT; it resolves the names): "
-      .. o.upstream_proxy
+      .. o.upstream_proxy:gsub("^([^/]*//)[^/]*@", "%1(credentials not shown)@")
   end
   out[#out + 1] = ""
   out[#out + 1] = "argv (" .. #argv .. " elements, one a line):"

@@ -26,9 +26,10 @@ M.free_port = free_port
 local started = 0
 
 --- Starts tinyproxy admitting CONNECT to `ports` and, when `filter` is
---- given, only the hosts it matches (extended regular expressions); nil
---- and the reason when it cannot run here.
-function M.start(dir, ports, filter)
+--- given, only the hosts it matches (extended regular expressions); `extra`
+--- more config lines (BasicAuth USER PASSWORD); nil and the reason when it
+--- cannot run here.
+function M.start(dir, ports, filter, extra)
   local bin = helpers.run("command -v tinyproxy")
   if bin ~= 0 then return nil, "tinyproxy is not installed (make deps installs it)" end
   local port = free_port()
@@ -45,6 +46,7 @@ function M.start(dir, ports, filter)
     end
   end
   for _, p in ipairs(ports) do conf[#conf + 1] = "ConnectPort " .. p end
+  for _, l in ipairs(extra or {}) do conf[#conf + 1] = l end
   helpers.write(dir .. "/tinyproxy.conf", table.concat(conf, "\n") .. "\n")
   local p = cli.spawn({ "tinyproxy", "-d", "-c", dir .. "/tinyproxy.conf" })
   local function listening()

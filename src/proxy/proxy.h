@@ -127,7 +127,9 @@ struct ssl_ctx_st; /* OpenSSL's SSL_CTX, made only when there are routes */
 /* A parent proxy (upstream_proxy = "http://HOST:PORT"): every admitted
  * connection is a CONNECT tunnel through it. host is normalized (an IPv6
  * literal without brackets); text is "HOST:PORT" as events name it (the
- * `via` field; never a secret: the URL may carry none). */
+ * `via` field; never the credentials). auth: the URL's user:password@ as
+ * a whole "Proxy-Authorization: Basic ...\r\n" line, or NULL; nothing
+ * else holds it, and proxy_parent_free wipes it. */
 struct proxy_parent {
     bool set;
     char host[HOST_NAME_CAP];
@@ -135,6 +137,8 @@ struct proxy_parent {
     struct host_addr addr; /* for an IP literal */
     int port;
     char text[HOST_NAME_CAP + 16];
+    char *auth;
+    size_t auth_len;
 };
 /* Most bytes of a parent's reply head to CONNECT (its status line and
  * headers); a longer one fails the request (upstream_proxy_failed). */
@@ -420,6 +424,8 @@ void proxy_routes_free(struct proxy_opts *o);
  * with the reason (what is accepted) in err. */
 int proxy_parent_parse(const char *url, size_t len, struct proxy_parent *out,
                        char *err, size_t errcap);
+/* Wipes and frees the parent's credentials. */
+void proxy_parent_free(struct proxy_parent *pp);
 
 /* proxy_buf.c: the loop's free read buffers go back to the system. */
 void relay_pool_free(struct proxy_loop *loop);

@@ -1114,17 +1114,15 @@ static void parent_fail(struct conn *c, const char *what)
  * port (by name: the parent resolves it), and read its answer. */
 static void parent_send(struct conn *c)
 {
-    char head[2 * HOST_NAME_CAP + 64];
-    size_t n = proxy_parent_request(c, head, sizeof head);
     struct relay_buf *out = relay_buf_get(c->px->loop);
     c->preply = relay_buf_get(c->px->loop);
-    if (!n || !out || !c->preply) {
+    size_t n = out ? proxy_parent_request(c, out->data, out->cap) : 0;
+    if (!n || !c->preply) {
         if (out)
             relay_buf_put(c->px->loop, out);
         conn_reply(c, 502, "error", "internal_error", "out of memory");
         return;
     }
-    memcpy(out->data, head, n);
     c->parent_wait = true;
     /* Raw: the CONNECT is the proxy's, not the request's bytes. */
     if (relay_send_raw(c, DIR_UP, out, 0, n) < 0) {

@@ -272,6 +272,7 @@ void proxy_unref(struct proxy *p)
         free(p->opts.resolve[i].addrs);
     free(p->opts.resolve);
     proxy_routes_free(&p->opts); /* wipes the secrets */
+    proxy_parent_free(&p->opts.parent);
     uv_mutex_destroy(&p->mu);
     free(p);
 }

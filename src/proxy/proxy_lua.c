@@ -227,6 +227,7 @@ static void free_opts(struct proxy_opts *o)
     o->resolve = NULL;
     o->nresolve = 0;
     proxy_routes_free(o);
+    proxy_parent_free(&o->parent);
 }
 
 /* Everything but the listener and the loop; -1 with a message pushed. */
@@ -323,10 +324,18 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
         if (!s || proxy_parent_parse(s, len, &o->parent, why, sizeof why)) {
             lua_pushfstring(L,
                             "upstream_proxy must be \"http://HOST:PORT\" "
-                            "(HOST a name, an IPv4 address or an IPv6 "
-                            "address in brackets; PORT 1 to 65535; no "
-                            "user:password@, no path): %s",
+                            "or \"http://USER:PASSWORD@HOST:PORT\" (HOST a "
+                            "name, an IPv4 address or an IPv6 address in "
+                            "brackets; PORT 1 to 65535; no path): %s",
                             why);
+            /* A value with credentials is not shown. */
+            if (s && memchr(s, '@', len)) {
+                lua_pushfstring(L,
+                                "isolation: %s (got a URL with "
+                                "user:password@, not shown)",
+                                lua_tostring(L, -1));
+                return -1;
+            }
             return push_bad(L, -2, lua_tostring(L, -1));
         }
     }
