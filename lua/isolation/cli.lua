@@ -123,7 +123,7 @@ Options:
                              placeholder
   --git                      the --secret routes also serve git (insteadOf)
   --upstream-ca FILE         verify the routes' upstreams against this PEM file
-  --upstream-proxy http://HOST:PORT
+  --upstream-proxy http://[USER:PASSWORD@]HOST:PORT
                              a parent proxy (a corporate one): every admitted
                              connection goes through it with CONNECT, after the
                              allowlist; the parent resolves the names
