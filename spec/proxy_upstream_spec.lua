@@ -474,6 +474,17 @@ describe("proxy upstream_proxy", function()
       proxy, fake = nil, nil
     end)
 
+    it("does not answer within connect_timeout gives 504 upstream_proxy_failed", function()
+      fake = fake_parent(function() end)
+      local port = open({ allow = { "up.example.com" }, upstream_proxy = fake.url, connect_timeout = 0.5 })
+      local res = wire.exchange(port, connect_head("up.example.com:443"), { timeout = 5 })
+      assert.are.equal("504", res.status, res.data)
+      assert.truthy(res.data:find("X-Isolation-Error: upstream_proxy_failed\r\n", 1, true), res.data)
+      assert.truthy(res.data:find("the parent proxy did not answer the CONNECT within connect_timeout", 1, true),
+        res.data)
+      assert.are.equal(1, #fake.heads, "it got the CONNECT")
+    end)
+
     it("is this proxy's own listener is refused (no loop through itself)", function()
       local self_port = free_port()
       local port = open({ allow = { "up.example.com" }, listen = "127.0.0.1:" .. self_port,

@@ -1693,7 +1693,9 @@ static void on_timer(uv_timer_t *t)
         conn_reply(c, 504, "error", "dns_timeout", "name resolution timed out");
         break;
     case CONN_DIAL:
-        if (c->via_parent)
+        /* Through a parent: its dial or its answer (a route's handshake
+         * after the answer is the upstream's, as without one). */
+        if (c->via_parent && !c->up.tls)
             conn_reply(c, 504, "error", "upstream_proxy_failed",
                        c->parent_wait
                            ? "the parent proxy did not answer the CONNECT "
