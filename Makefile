@@ -42,7 +42,7 @@ ASAN_RT   := $(shell $(CC) -print-file-name=libasan.so 2>/dev/null)
 # Debian packages `make test` needs; installed when missing (as root).
 DEBS = lua5.4 liblua5.4-dev libuv1-dev lua-luv lua-luv-dev lua-cjson \
        lua-busted lua-check luarocks bubblewrap socat curl gcc make \
-       libc6-dev clang-format libssl-dev openssl
+       libc6-dev clang-format libssl-dev openssl tinyproxy
 
 # mk/*.mk add targets (fuzz, bench, memcheck, the bridge, the demo) and may
 # append to ALL_TARGETS and TEST_STEPS.

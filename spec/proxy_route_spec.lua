@@ -293,6 +293,27 @@ print(got.decode().replace("\r\n", " "))
     if not memcheck then assert.is_true(grown < 16 * 1024, "the proxy's process grew by " .. grown .. " KiB") end
   end)
 
+  it("goes through a parent proxy (upstream_proxy): CONNECT to the route's upstream, then TLS verified end to end",
+    function()
+      if not dir then return end
+      start_upstream("good")
+      local tp, why = require("support.tinyproxy").start(dir, { up_port })
+      if not tp then return pending(why) end
+      -- the parent resolves names: an IP upstream keeps this off DNS
+      local port = open({ upstream_proxy = tp.url, routes = { { name = "test",
+        upstream = "https://127.0.0.1:" .. up_port .. "/base", header = "bearer", value = SECRET } } })
+      local code, out, err = curl(("http://127.0.0.1:%d/test/v1/json"):format(port))
+      local log = tp.text()
+      tp.stop()
+      assert.are.equal(0, code, err)
+      assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+      local reqs = requests()
+      assert.are.equal(1, #reqs)
+      assert.are.same({ "Bearer " .. SECRET }, header(reqs[1], "authorization"))
+      assert.truthy(log:find("CONNECT 127.0.0.1:" .. up_port .. " HTTP/1.1", 1, true), log)
+      assert.is_nil(log:find(SECRET, 1, true), "the parent sees only ciphertext")
+    end)
+
   it("refuses bad route options naming the field, never showing a secret", function()
     local function err_of(routes, extra)
       local o = { allow = {}, listen = "127.0.0.1:0", routes = routes }

@@ -131,6 +131,10 @@ Options:
                              placeholder
   --git                      the --secret routes also serve git (insteadOf)
   --upstream-ca FILE         verify the routes' upstreams against this PEM file
+  --upstream-proxy http://[USER:PASSWORD@]HOST:PORT
+                             a parent proxy (a corporate one): every admitted
+                             connection goes through it with CONNECT, after the
+                             allowlist; the parent resolves the names
   --no-routes                with --agent: pass its key in, keep its API hosts
   --memory SIZE              the sandbox's memory in all (SIZE: bytes, or 512M, 2G)
   --pids N                   at most N processes in the sandbox (its own shell and
@@ -186,6 +190,9 @@ socket and exits 0.
   --no-token                 --listen: accept any local client (no token)
   --accept-listeners N       --unix: hold up to N (0 to 64) listeners that
                              sandboxes hand over the socket (bridge pass)
+  --upstream-proxy http://HOST:PORT
+                             dial every admitted connection through this
+                             parent proxy (CONNECT)
   --quiet                    no per-request lines
 With --listen the proxy makes a random token that every request must
 carry (any local user can reach a TCP port): the second line of stdout is
@@ -385,8 +392,9 @@ local function host_port(host, port)
 end
 
 local function event_line(ev)
-  return string.format("%s %s %s %s (%s)", tostring(ev.type), tostring(ev.method or "-"),
-    host_port(ev.host, ev.port), tostring(ev.status or "-"), tostring(ev.reason or ""))
+  return string.format("%s %s %s %s (%s)%s", tostring(ev.type), tostring(ev.method or "-"),
+    host_port(ev.host, ev.port), tostring(ev.status or "-"), tostring(ev.reason or ""),
+    ev.via and (" via " .. tostring(ev.via)) or "")
 end
 
 -- Runs luv's loop; a callback error is reported and ends isolate instead
@@ -444,7 +452,7 @@ end
 -- they are (--accept-listeners as an integer when it is one): its own
 -- messages, told in terms of the options, say what it refuses.
 local PROXY_VALUES = { ["--unix"] = "unix", ["--listen"] = "listen", ["--allow"] = "allow",
-  ["--accept-listeners"] = "accept_listeners" }
+  ["--accept-listeners"] = "accept_listeners", ["--upstream-proxy"] = "upstream_proxy" }
 local PROXY_FLAGS = { ["--allow-private"] = "allow_private", ["--quiet"] = "quiet", ["--no-token"] = "no_token" }
 
 local function parse_proxy(args)
@@ -494,7 +502,8 @@ end
 -- isolation.proxy's message about a value isolate took from the line,
 -- told in terms of its option; nil for any other failure (a socket that
 -- cannot be bound is not a usage error).
-local PROXY_OPTION_OF = { unix = "--unix", listen = "--listen", accept_listeners = "--accept-listeners" }
+local PROXY_OPTION_OF = { unix = "--unix", listen = "--listen", accept_listeners = "--accept-listeners",
+  upstream_proxy = "--upstream-proxy" }
 local function proxy_option_error(err)
   local field, rest = tostring(err):match("^isolation: ([%w_]+) (.*)$")
   local opt = field and PROXY_OPTION_OF[field]
@@ -521,6 +530,7 @@ local function proxy_main(args)
   local p, err = isolation.proxy({
     allow = o.allow, unix = o.unix, listen = o.listen, allow_private = o.allow_private or nil,
     loop = uv, on_event = on_event, token = token, accept_listeners = o.accept_listeners,
+    upstream_proxy = o.upstream_proxy,
   })
   if not p then
     local usage = proxy_option_error(err)
@@ -556,7 +566,7 @@ local SINGLE = {
   ["--ca-cert"] = "ca_cert", ["--bridge"] = "bridge", ["--target"] = "target", ["--config"] = "config",
   ["--hook-url"] = "hook_url", ["--seccomp"] = "seccomp", ["--log"] = "log", ["--agent-config"] = "agent_config",
   ["--memory"] = "memory", ["--pids"] = "pids", ["--tmpfs-size"] = "tmpfs_size", ["--cpus"] = "cpus",
-  ["--time"] = "time", ["--upstream-ca"] = "upstream_ca",
+  ["--time"] = "time", ["--upstream-ca"] = "upstream_ca", ["--upstream-proxy"] = "upstream_proxy",
 }
 local REPEATED = { ["--allow-host"] = "allow_hosts", ["--bind"] = "binds", ["--ro-bind"] = "ro_binds",
   ["--protect"] = "protect", ["--tool"] = "tools" }
@@ -728,7 +738,8 @@ local function build_config(o)
     die_usage("--allow-host has no effect here: only --network deny runs the proxy")
   end
   for opt, given in pairs({ ["--allow-private"] = o.allow_private, ["--resolve"] = #o.resolve > 0,
-    ["--learn"] = o.learn, ["--log"] = o.log, ["--no-default-hosts"] = o.no_default_hosts }) do
+    ["--learn"] = o.learn, ["--log"] = o.log, ["--no-default-hosts"] = o.no_default_hosts,
+    ["--upstream-proxy"] = o.upstream_proxy }) do
     if given and cfg.network ~= "deny" then
       die_usage(opt .. " has no effect here: only --network deny runs the proxy")
     end
@@ -983,6 +994,11 @@ local function dry_run(o, spec, allow)
     out[#out + 1] = string.format("route %s: %s, header %s (the secret is not shown), inside ISOLATION_ROUTE_%s",
       r.name, r.upstream, r.header, (r.name:upper():gsub("-", "_")))
   end
+  if allow and o.upstream_proxy then
+    out[#out + 1] = ""
+    out[#out + 1] = "proxy parent (every admitted connection goes through it with CONNECT; it resolves the names): "
+      .. o.upstream_proxy:gsub("^([^/]*//)[^/]*@", "%1(credentials not shown)@")
+  end
   out[#out + 1] = ""
   out[#out + 1] = "argv (" .. #argv .. " elements, one a line):"
   for _, a in ipairs(argv) do out[#out + 1] = a end
@@ -1200,6 +1216,7 @@ local CODE_TEXT = {
   dns_failed = "the name did not resolve",
   dns_timeout = "the name's lookup timed out",
   connect_failed = "no address could be dialed",
+  upstream_proxy_failed = "the parent proxy (--upstream-proxy) could not be reached, refused or failed",
   connect_timeout = "the dial timed out",
   upstream_failed = "the upstream connection broke before a response",
   bad_response = "the upstream's response was malformed",
@@ -1376,7 +1393,8 @@ local function run(o, spec, allow)
       accept_listeners = spec.bridge == "pass" and 2 or nil, -- HTTP and SOCKS5
       allow_private = o.allow_private or nil, resolve = resolve_table(o.resolve), report = o.learn or nil,
       audit_log = o.log and absolute(o.log, assert(uv.cwd())), session = o.log and session_id(),
-      routes = o.routes, upstream_ca_file = o.routes and o.upstream_ca and absolute(o.upstream_ca, assert(uv.cwd())) })
+      routes = o.routes, upstream_ca_file = o.routes and o.upstream_ca and absolute(o.upstream_ca, assert(uv.cwd())),
+      upstream_proxy = o.upstream_proxy })
     o.routes = nil -- the values now live in the proxy alone
     if not proxy then
       teardown()
@@ -1386,6 +1404,9 @@ local function run(o, spec, allow)
       if tostring(err):find("resolve", 1, true) then die_usage("--resolve: " .. tostring(err)) end
       if tostring(err):find("routes", 1, true) then die_usage("--secret: " .. tostring(err)) end
       if tostring(err):find("upstream_ca_file", 1, true) then die_usage("--upstream-ca: " .. tostring(err)) end
+      if tostring(err):find("^isolation: upstream_proxy ") then
+        die_usage("--upstream-proxy " .. tostring(err):gsub("^isolation: upstream_proxy ", ""))
+      end
       die("cannot start the proxy: " .. tostring(err))
     end
     if o.learn then

@@ -413,7 +413,7 @@ Manager.__index = Manager
 local MANAGER_OPTIONS = {
   runtime_dir = "string", launcher = "function", alive = "function", stop = "function",
   loop = "table", poll_interval = "number", on_end = "function", log = "function", audit_log = "string",
-  max_connections = "number", stdio = "table",
+  max_connections = "number", stdio = "table", upstream_proxy = "string",
 }
 
 -- The default launcher's first program: it closes every descriptor above 2
@@ -502,6 +502,9 @@ function M.manager(opts)
     _launcher = opts.launcher, _alive = opts.alive, _stop = opts.stop, _on_end = opts.on_end, _logf = opts.log,
     _loop = opts.loop, _stdio = stdio or { 0, 1, 2 }, _audit_log = audit_log,
     _max_connections = opts.max_connections or SESSION_MAX_CONNECTIONS,
+    -- a parent proxy every session proxy dials through (checked by the
+    -- first launch's proxy, which names upstream_proxy when it refuses it)
+    _upstream_proxy = opts.upstream_proxy,
     _sessions = {}, _order = {}, _starting = {}, _closed = false,
   }, Manager)
   if not opts.launcher then
@@ -1007,7 +1010,8 @@ function Manager:launch(req)
     p, err = call(isolation.proxy, { allow = allow, unix = path, audit_log = self._audit_log,
       accept_listeners = spec.bridge == "pass" and 2 or nil,
       session = self._audit_log and id, max_connections = req.max_connections or self._max_connections,
-      routes = proxy_routes, upstream_ca_file = proxy_routes and req.upstream_ca_file or nil })
+      routes = proxy_routes, upstream_ca_file = proxy_routes and req.upstream_ca_file or nil,
+      upstream_proxy = self._upstream_proxy })
     if not p then
       remove_filter(s.seccomp_file)
       return nil, err

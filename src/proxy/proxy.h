@@ -9,6 +9,8 @@
  *   proxy_conn.c    one client connection: request heads, dialing, replies
  *   proxy_decide.c  every allow/deny decision about a request
  *   proxy_relay.c   moving bytes: tunnels, bodies, backpressure
+ *   proxy_parent.c  the parent proxy (upstream_proxy): its URL, the
+ *                   CONNECT sent to it, its reply
  *   proxy_buf.c     the relay's read buffers and the loop's pools of them
  *   proxy_event.c   events, stats and the swappable allowlist
  *   proxy_audit.c   the audit log: JSON lines written by a thread of its own
@@ -122,6 +124,26 @@ struct proxy_route {
 
 struct ssl_ctx_st; /* OpenSSL's SSL_CTX, made only when there are routes */
 
+/* A parent proxy (upstream_proxy = "http://HOST:PORT"): every admitted
+ * connection is a CONNECT tunnel through it. host is normalized (an IPv6
+ * literal without brackets); text is "HOST:PORT" as events name it (the
+ * `via` field; never the credentials). auth: the URL's user:password@ as
+ * a whole "Proxy-Authorization: Basic ...\r\n" line, or NULL; nothing
+ * else holds it, and proxy_parent_free wipes it. */
+struct proxy_parent {
+    bool set;
+    char host[HOST_NAME_CAP];
+    enum host_kind kind;
+    struct host_addr addr; /* for an IP literal */
+    int port;
+    char text[HOST_NAME_CAP + 16];
+    char *auth;
+    size_t auth_len;
+};
+/* Most bytes of a parent's reply head to CONNECT (its status line and
+ * headers); a longer one fails the request (upstream_proxy_failed). */
+#define PROXY_PARENT_HEAD_MAX 8192
+
 struct proxy_opts {
     uint64_t header_ms, connect_ms, dns_ms, idle_ms;
     size_t max_header_bytes;
@@ -145,6 +167,7 @@ struct proxy_opts {
     struct proxy_route *routes;
     size_t nroutes;
     struct ssl_ctx_st *tls_ctx;
+    struct proxy_parent parent;
 };
 
 struct proxy_event {
@@ -164,6 +187,9 @@ struct proxy_event {
      * text (a TLS server name). "" when the event has none. */
     char address[48];
     const char *address_class; /* a string literal, or NULL */
+    /* The parent proxy the request was dialled through ("HOST:PORT"), or
+     * "" when it went direct (or was refused before any dial). */
+    char via[HOST_NAME_CAP + 16];
 };
 
 struct proxy_audit;
@@ -393,6 +419,13 @@ void proxy_audit_close(struct proxy_audit *a);
  * a message pushed (never the secret). routes_free wipes the secrets. */
 int proxy_routes_parse(lua_State *L, struct proxy_opts *o);
 void proxy_routes_free(struct proxy_opts *o);
+
+/* proxy_lua.c: upstream_proxy's value, len bytes, into *out; 0, or -1
+ * with the reason (what is accepted) in err. */
+int proxy_parent_parse(const char *url, size_t len, struct proxy_parent *out,
+                       char *err, size_t errcap);
+/* Wipes and frees the parent's credentials. */
+void proxy_parent_free(struct proxy_parent *pp);
 
 /* proxy_buf.c: the loop's free read buffers go back to the system. */
 void relay_pool_free(struct proxy_loop *loop);

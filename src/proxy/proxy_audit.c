@@ -31,7 +31,7 @@
 #define AUDIT_CLOSE_WAIT_NS 2000000000ULL
 /* Room for a line beside its session: every other text field at its full
  * length with each byte JSON-escaped, the keys and the numbers. */
-#define AUDIT_LINE_ROOM 2048
+#define AUDIT_LINE_ROOM 3072
 
 struct proxy_audit {
     uv_thread_t thread;
@@ -132,6 +132,10 @@ static size_t format_line(const struct proxy_audit *a,
     if (e->address_class) {
         o = put(out, o, cap, ",\"address_class\":");
         o = json_string(out, o, cap, e->address_class);
+    }
+    if (e->via[0]) {
+        o = put(out, o, cap, ",\"via\":");
+        o = json_string(out, o, cap, e->via);
     }
     o = put(out, o, cap, "}\n");
     return o;

@@ -7,7 +7,10 @@
  * The order of the checks is the security property: the allowlist is
  * consulted before any lookup, every address a name resolves to is checked
  * before any dial, and the dial uses those very addresses (no second
- * lookup).
+ * lookup). With a parent proxy (opts.parent) the allowlist comes first
+ * just the same; then the dial is to the parent, whose answer to our
+ * CONNECT opens the way, and the target's name is not looked up here (the
+ * parent resolves it; an IP literal still meets the address rule).
  */
 #include <arpa/inet.h>
 #include <malloc.h>
@@ -29,6 +32,7 @@ static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off,
 static void client_ended(struct conn *c);
 static void conn_reply(struct conn *c, int status, const char *type,
                        const char *code, const char *reason);
+static void parent_read(struct conn *c, ssize_t n);
 
 static inline uv_loop_t *conn_loop(struct conn *c)
 {
@@ -139,6 +143,11 @@ static void conn_close_up(struct conn *c)
     c->up.connected = false;
     c->up.reusable = false;
     c->reading[SIDE_UP] = false;
+    c->parent_wait = false;
+    if (c->preply) {
+        relay_buf_put(c->px->loop, c->preply);
+        c->preply = NULL;
+    }
     fd_give(c, &c->fd_up);
     uv_close((uv_handle_t *)&c->up.tcp, on_up_closed);
 }
@@ -166,11 +175,14 @@ void conn_admit(struct conn *c, uint8_t kind)
  * bytes it moved (see README, choices: a tunnel is logged once, whole). */
 void conn_event_admitted(struct conn *c)
 {
-    char reason[256], text[INET6_ADDRSTRLEN];
+    char reason[HOST_NAME_CAP + 160], text[INET6_ADDRSTRLEN];
     const char *learn = c->reported ? "not in the allowlist, admitted by "
                                       "learn mode; "
                                     : "";
-    if (c->admitted == 1) {
+    if (c->admitted == 1 && c->via_parent) {
+        snprintf(reason, sizeof reason, "%stunnel through the parent proxy %s",
+                 learn, c->px->opts.parent.text);
+    } else if (c->admitted == 1) {
         proxy_addr_text(&c->addrs[c->addr_i], text, sizeof text);
         snprintf(reason, sizeof reason, "%stunnel to %s", learn, text);
     } else {
@@ -230,7 +242,10 @@ void conn_close(struct conn *c)
         relay_buf_put(loop, c->fwd.res);
     if (c->fwd.out)
         relay_buf_put(loop, c->fwd.out);
-    c->sni = c->fwd.res = c->fwd.out = NULL;
+    if (c->preply)
+        relay_buf_put(loop, c->preply);
+    c->sni = c->fwd.res = c->fwd.out = c->preply = NULL;
+    c->parent_wait = false;
     proxy_allow_put(c->allow);
     c->allow = NULL;
 }
@@ -301,7 +316,8 @@ void conn_update_reads(struct conn *c)
     case CONN_DIAL:
         client = c->is_connect && !c->dir[DIR_UP].eof &&
                  c->head_len <= c->px->opts.max_header_bytes;
-        up = proxy_tls_handshaking(c->up.tls); /* a route's handshake */
+        /* a route's handshake, or the parent's answer to our CONNECT */
+        up = proxy_tls_handshaking(c->up.tls) || c->parent_wait;
         break;
     case CONN_LINGER:
         client = true;
@@ -428,6 +444,13 @@ static void on_up_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     struct conn *c = h->data;
     if (turn_spent(c, SIDE_UP, buf))
         return;
+    if (c->parent_wait) {
+        /* The parent's reply lands behind what came of it so far; the
+         * head bound is far below the buffer's size, so there is room. */
+        struct relay_buf *b = c->preply;
+        *buf = uv_buf_init(b->data + b->len, b->cap - b->len);
+        return;
+    }
     struct relay_buf *rb = big_reads(c, SIDE_UP) ? relay_buf_big(c->px->loop)
                                                  : relay_buf_get(c->px->loop);
     *buf = rb ? uv_buf_init(rb->data, rb->cap) : uv_buf_init(NULL, 0);
@@ -555,6 +578,10 @@ static void on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     struct conn *c = s->data;
     if (n == UV_ENOBUFS && c->deferred[SIDE_UP]) {
         conn_park(c, SIDE_UP);
+        return;
+    }
+    if (c->parent_wait) {
+        parent_read(c, n);
         return;
     }
     struct relay_buf *rb = buf_owner(buf);
@@ -881,11 +908,19 @@ static void dial_next(struct conn *c)
         return;
     }
     if (c->addr_i >= c->naddr) {
-        char reason[HOST_NAME_CAP + 96];
-        snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s", c->host,
-                 c->port,
-                 c->last_err ? uv_strerror(c->last_err) : "no address");
-        conn_reply(c, 502, "error", "connect_failed", reason);
+        char reason[2 * HOST_NAME_CAP + 96];
+        if (c->via_parent)
+            snprintf(reason, sizeof reason,
+                     "cannot connect to the parent proxy %s: %s",
+                     c->px->opts.parent.text,
+                     c->last_err ? uv_strerror(c->last_err) : "no address");
+        else
+            snprintf(reason, sizeof reason, "cannot connect to %s:%d: %s",
+                     c->host, c->port,
+                     c->last_err ? uv_strerror(c->last_err) : "no address");
+        conn_reply(c, 502, "error",
+                   c->via_parent ? "upstream_proxy_failed" : "connect_failed",
+                   reason);
         return;
     }
     if (proxy_pool_shared() &&
@@ -907,7 +942,8 @@ static void dial_next(struct conn *c)
     c->up.inited = true;
     c->up.tcp.data = c;
     struct sockaddr_storage ss;
-    to_sockaddr(&c->addrs[c->addr_i], c->port, &ss);
+    to_sockaddr(&c->addrs[c->addr_i],
+                c->via_parent ? c->px->opts.parent.port : c->port, &ss);
     c->up.connect.data = c;
     r = uv_tcp_connect(&c->up.connect, &c->up.tcp, (struct sockaddr *)&ss,
                        on_connect);
@@ -1055,6 +1091,98 @@ static void forward_send(struct conn *c)
     conn_update_reads(c);
 }
 
+/* ---- through a parent proxy (proxy_parent.c) ---- */
+
+/* The name the proxy looks up: the parent's, when there is one. */
+static const char *dial_name(const struct conn *c)
+{
+    return c->via_parent ? c->px->opts.parent.host : c->host;
+}
+
+static void parent_fail(struct conn *c, const char *what)
+{
+    char reason[2 * HOST_NAME_CAP + 160];
+    bool v6 = c->kind == HOST_IPV6;
+    snprintf(reason, sizeof reason,
+             "the parent proxy %s %s to CONNECT %s%s%s:%d",
+             c->px->opts.parent.text, what, v6 ? "[" : "", c->host,
+             v6 ? "]" : "", c->port);
+    conn_reply(c, 502, "error", "upstream_proxy_failed", reason);
+}
+
+/* Connected to the parent: ask it for a tunnel to the request's host and
+ * port (by name: the parent resolves it), and read its answer. */
+static void parent_send(struct conn *c)
+{
+    struct relay_buf *out = relay_buf_get(c->px->loop);
+    c->preply = relay_buf_get(c->px->loop);
+    size_t n = out ? proxy_parent_request(c, out->data, out->cap) : 0;
+    if (!n || !c->preply) {
+        if (out)
+            relay_buf_put(c->px->loop, out);
+        conn_reply(c, 502, "error", "internal_error", "out of memory");
+        return;
+    }
+    c->parent_wait = true;
+    /* Raw: the CONNECT is the proxy's, not the request's bytes. */
+    if (relay_send_raw(c, DIR_UP, out, 0, n) < 0) {
+        parent_fail(c, "could not be sent the CONNECT");
+        return;
+    }
+    conn_arm(c, c->px->opts.connect_ms);
+    conn_update_reads(c);
+}
+
+/* The parent's reply to our CONNECT (n bytes more in c->preply, or its
+ * end). A 2xx opens the way: what the request does next (a tunnel, a
+ * forward request, a route's TLS) starts, and the bytes that came behind
+ * the reply head are passed on as if read after it, once. */
+static void parent_read(struct conn *c, ssize_t n)
+{
+    struct relay_buf *b = c->preply;
+    if (n == 0)
+        return;
+    if (n < 0) {
+        parent_fail(c, n == UV_EOF ? "closed the connection without answering"
+                                   : "failed while answering");
+        return;
+    }
+    b->len += (uint32_t)n;
+    size_t head_len = 0;
+    char why[128];
+    int r = proxy_parent_reply(b->data, b->len, &head_len, why, sizeof why);
+    if (r == 0)
+        return;
+    if (r < 0) {
+        parent_fail(c, why);
+        return;
+    }
+    c->parent_wait = false;
+    c->preply = NULL;
+    size_t rest = b->len - head_len;
+    memmove(b->data, b->data + head_len, rest);
+    b->len = 0;
+    struct proxy_loop *loop = c->px->loop;
+    if (c->route) {
+        c->up.route = c->route;
+        if (proxy_tls_start(c) != 0 || c->closing || rest == 0) {
+            relay_buf_put(loop, b);
+            return;
+        }
+        proxy_tls_up_read(c, b, (ssize_t)rest);
+        return;
+    }
+    if (c->is_connect)
+        tunnel_established(c);
+    else
+        forward_send(c);
+    if (c->closing || rest == 0) {
+        relay_buf_put(loop, b);
+        return;
+    }
+    relay_up_data(c, b, rest);
+}
+
 static void on_connect(uv_connect_t *req, int status)
 {
     struct conn *c = req->data;
@@ -1072,6 +1200,10 @@ static void on_connect(uv_connect_t *req, int status)
     memcpy(c->up.host, c->host, sizeof c->up.host);
     c->up.port = c->port;
     c->up.addr = c->addrs[c->addr_i];
+    if (c->via_parent) {
+        parent_send(c); /* parent_read goes on once it answers */
+        return;
+    }
     if (c->route) {
         c->up.route = c->route;
         proxy_tls_start(c); /* conn_route_ready once it is verified */
@@ -1094,9 +1226,18 @@ static void check_and_dial(struct conn *c)
 {
     /* A route's upstream was chosen by the host, not the sandbox: no
      * allowlist or private-address check (API, credential routes). */
-    for (unsigned i = 0; !c->route && i < c->naddr; i++)
+    for (unsigned i = 0; !c->route && !c->via_parent && i < c->naddr; i++)
         if (!addr_admitted(c, &c->addrs[i]))
             return;
+    /* The parent's addresses are admitted by the option, whatever their
+     * class; never our own listener. */
+    for (unsigned i = 0; c->via_parent && i < c->naddr; i++) {
+        struct verdict v;
+        if (!decide_parent_addr(c->px, &c->addrs[i], &v)) {
+            conn_reply(c, v.status, "error", v.code, v.reason);
+            return;
+        }
+    }
     c->state = CONN_DIAL;
     c->addr_i = 0;
     c->last_err = 0;
@@ -1141,9 +1282,12 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     uv_freeaddrinfo(res);
     if (status < 0 || c->naddr == 0) {
         char reason[HOST_NAME_CAP + 64];
-        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
+        snprintf(reason, sizeof reason, "cannot resolve %s%s: %s",
+                 c->via_parent ? "the parent proxy " : "", dial_name(c),
                  status < 0 ? uv_strerror(status) : "no address");
-        conn_reply(c, 502, "error", "dns_failed", reason);
+        conn_reply(c, 502, "error",
+                   c->via_parent ? "upstream_proxy_failed" : "dns_failed",
+                   reason);
         return;
     }
     check_and_dial(c);
@@ -1152,9 +1296,10 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 static void resolve(struct conn *c)
 {
     struct proxy *p = c->px;
+    const char *name = dial_name(c);
     for (size_t i = 0; i < p->opts.nresolve; i++) {
         const struct proxy_resolve *r = &p->opts.resolve[i];
-        if (strcmp(r->name, c->host) == 0) {
+        if (strcmp(r->name, name) == 0) {
             c->naddr = (uint8_t)r->naddr;
             memcpy(c->addrs, r->addrs, r->naddr * sizeof *r->addrs);
             check_and_dial(c);
@@ -1172,20 +1317,37 @@ static void resolve(struct conn *c)
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    int r = uv_getaddrinfo(conn_loop(c), c->gai, on_resolved, c->host, NULL,
-                           &hints);
+    int r =
+        uv_getaddrinfo(conn_loop(c), c->gai, on_resolved, name, NULL, &hints);
     if (r != 0) {
         free(c->gai);
         c->gai = NULL;
         char reason[HOST_NAME_CAP + 64];
-        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
+        snprintf(reason, sizeof reason, "cannot resolve %s%s: %s",
+                 c->via_parent ? "the parent proxy " : "", name,
                  uv_strerror(r));
-        conn_reply(c, 502, "error", "dns_failed", reason);
+        conn_reply(c, 502, "error",
+                   c->via_parent ? "upstream_proxy_failed" : "dns_failed",
+                   reason);
         return;
     }
     c->nopen++;
     conn_update_reads(c);
     conn_arm(c, p->opts.dns_ms);
+}
+
+/* Dials the parent proxy for c's request (its address, or its name's). */
+static void parent_dial(struct conn *c)
+{
+    const struct proxy_parent *pp = &c->px->opts.parent;
+    c->via_parent = true;
+    if (pp->kind == HOST_IPV4 || pp->kind == HOST_IPV6) {
+        c->naddr = 1;
+        c->addrs[0] = pp->addr;
+        check_and_dial(c);
+        return;
+    }
+    resolve(c);
 }
 
 /* Builds the origin-form head plus the body bytes that came with it. */
@@ -1283,6 +1445,10 @@ static void route_request(struct conn *c, const struct http_request *req,
         return;
     }
     conn_close_up(c);
+    if (c->px->opts.parent.set) {
+        parent_dial(c);
+        return;
+    }
     if (rt->kind == HOST_IPV4 || rt->kind == HOST_IPV6) {
         c->naddr = 1;
         c->addrs[0] = rt->addr;
@@ -1310,6 +1476,7 @@ static void handle_request(struct conn *c, const struct http_request *req,
     c->ev_pending = true;
     c->admitted = 0;
     c->reported = false;
+    c->via_parent = false;
     c->req_start = uv_hrtime();
     c->req_bytes[DIR_UP] = c->req_bytes[DIR_DOWN] = 0;
     /* CONNECT keeps reading (into the head buffer, bounded) while it is
@@ -1334,6 +1501,14 @@ static void handle_request(struct conn *c, const struct http_request *req,
         conn_reply(c, v.status, "deny", v.code, v.reason);
         return;
     }
+    /* Through a parent the target's name is never resolved here (the
+     * parent resolves it); an IP address is known without a lookup, and
+     * still meets the address rule. */
+    if (p->opts.parent.set &&
+        (req->host_kind == HOST_IPV4 || req->host_kind == HOST_IPV6)) {
+        if (!addr_admitted(c, &req->addr))
+            return;
+    }
 
     if (c->is_connect) {
         size_t extra = c->head_len - head_len;
@@ -1357,7 +1532,10 @@ static void handle_request(struct conn *c, const struct http_request *req,
             c->naddr = 1;
             c->addr_i = 0;
             c->addrs[0] = c->up.addr;
-            if (!addr_admitted(c, &c->up.addr))
+            /* Through a parent, the kept tunnel reaches host:port (whose
+             * address rule ran above); up.addr is the parent's. */
+            c->via_parent = p->opts.parent.set;
+            if (!c->via_parent && !addr_admitted(c, &c->up.addr))
                 return;
             forward_send(c);
             return;
@@ -1365,6 +1543,10 @@ static void handle_request(struct conn *c, const struct http_request *req,
         conn_close_up(c);
     }
 
+    if (p->opts.parent.set) {
+        parent_dial(c);
+        return;
+    }
     if (req->host_kind == HOST_IPV4 || req->host_kind == HOST_IPV6) {
         c->naddr = 1;
         c->addrs[0] = req->addr;
@@ -1465,6 +1647,7 @@ void conn_forward_done(struct conn *c)
         conn_event_admitted(c);
     c->route = NULL;
     c->routed = false;
+    c->via_parent = false;
     if (!c->up.reusable || c->dir[DIR_DOWN].eof)
         conn_close_up(c);
     proxy_allow_put(c->allow);
@@ -1510,8 +1693,17 @@ static void on_timer(uv_timer_t *t)
         conn_reply(c, 504, "error", "dns_timeout", "name resolution timed out");
         break;
     case CONN_DIAL:
-        conn_reply(c, 504, "error", "connect_timeout",
-                   "connecting upstream timed out");
+        /* Through a parent: its dial or its answer (a route's handshake
+         * after the answer is the upstream's, as without one). */
+        if (c->via_parent && !c->up.tls)
+            conn_reply(c, 504, "error", "upstream_proxy_failed",
+                       c->parent_wait
+                           ? "the parent proxy did not answer the CONNECT "
+                             "within connect_timeout"
+                           : "connecting to the parent proxy timed out");
+        else
+            conn_reply(c, 504, "error", "connect_timeout",
+                       "connecting upstream timed out");
         break;
     case CONN_TUNNEL:
     case CONN_FORWARD: {

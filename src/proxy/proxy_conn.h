@@ -137,6 +137,12 @@ struct conn {
     struct conn_fwd fwd;
     const struct proxy_route *route; /* the request in flight is a route's */
     bool routed; /* ... or was meant for one: errors carry X-Isolation-Error */
+
+    /* The parent proxy (opts.parent): the request is dialled through it
+     * (its event says via); parent_wait while its reply to our CONNECT is
+     * read into preply (at most PROXY_PARENT_HEAD_MAX bytes of head). */
+    bool via_parent, parent_wait;
+    struct relay_buf *preply;
 };
 
 /* proxy_pass.c: listeners handed over a unix socket (SCM_RIGHTS). */
@@ -222,6 +228,15 @@ const struct proxy_route *route_match(const struct proxy *p,
  * the length written or needed. */
 size_t route_write_head(const struct proxy_route *rt,
                         const struct http_request *req, char *out, size_t cap);
+
+/* proxy_parent.c: the CONNECT sent to the parent for c's host and port
+ * (its length; 0 if cap is too small); and the parent's reply in buf: 1
+ * with its head's length in *head_len for a well-formed 2xx, 0 while the
+ * head is incomplete (and within PROXY_PARENT_HEAD_MAX), -1 with why
+ * (never the parent's own text) for anything else. */
+size_t proxy_parent_request(const struct conn *c, char *out, size_t cap);
+int proxy_parent_reply(const char *buf, size_t len, size_t *head_len, char *why,
+                       size_t whycap);
 
 /* proxy_tls.c: TLS to a route's upstream over c->up.tcp, on memory BIOs. */
 struct proxy_tls;

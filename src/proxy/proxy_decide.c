@@ -105,6 +105,20 @@ bool decide_addr(const struct proxy *p, const hostpat_list *list,
     return refuse(v, 403, "private_address");
 }
 
+bool decide_parent_addr(const struct proxy *p, const struct host_addr *a,
+                        struct verdict *v)
+{
+    v->addr[0] = '\0';
+    v->addr_class = NULL;
+    if (!is_self(p, a, p->opts.parent.port))
+        return true;
+    proxy_addr_text(a, v->addr, sizeof v->addr);
+    snprintf(v->reason, sizeof v->reason,
+             "the parent proxy %s is this proxy's own listening address",
+             p->opts.parent.text);
+    return refuse(v, 502, "upstream_proxy_failed");
+}
+
 enum sni_verdict decide_sni(const uint8_t *hello, size_t len,
                             enum host_kind kind, const char *host,
                             struct verdict *v)

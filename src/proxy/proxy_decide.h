@@ -45,6 +45,14 @@ bool decide_addr(const struct proxy *p, const hostpat_list *list,
                  enum host_kind kind, const char *host, int port,
                  const struct host_addr *a, struct verdict *v);
 
+/*
+ * May the proxy dial its parent (opts.parent) at a? The option admits the
+ * parent's address whatever its class; only the proxy's own listener is
+ * refused (a request would go round through itself without end).
+ */
+bool decide_parent_addr(const struct proxy *p, const struct host_addr *a,
+                        struct verdict *v);
+
 enum sni_verdict { SNI_WAIT = 0, SNI_PASS, SNI_REFUSE };
 
 /*

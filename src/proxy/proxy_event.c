@@ -72,6 +72,8 @@ void proxy_event(struct proxy *p, const struct conn *c, const char *type,
     proxy_text_escape(e->reason, sizeof e->reason, reason);
     proxy_text_escape(e->address, sizeof e->address, c->refused_addr);
     e->address_class = c->refused_class;
+    snprintf(e->via, sizeof e->via, "%s",
+             c->via_parent ? p->opts.parent.text : "");
     /* The log gets every event, also those the queue has no room for. */
     if (p->audit)
         proxy_audit_event(p->audit, e);
@@ -136,6 +138,10 @@ static void push_event(lua_State *L, const struct proxy_event *e)
     if (e->address_class) {
         lua_pushstring(L, e->address_class);
         lua_setfield(L, -2, "address_class");
+    }
+    if (e->via[0]) {
+        lua_pushstring(L, e->via);
+        lua_setfield(L, -2, "via");
     }
 }
 
@@ -266,6 +272,7 @@ void proxy_unref(struct proxy *p)
         free(p->opts.resolve[i].addrs);
     free(p->opts.resolve);
     proxy_routes_free(&p->opts); /* wipes the secrets */
+    proxy_parent_free(&p->opts.parent);
     uv_mutex_destroy(&p->mu);
     free(p);
 }

@@ -46,6 +46,7 @@ static const char *const known_opts[] = {"allow",
                                          "token",
                                          "routes",
                                          "upstream_ca_file",
+                                         "upstream_proxy",
                                          NULL};
 
 static proxy_ud *check_ud(lua_State *L)
@@ -226,6 +227,7 @@ static void free_opts(struct proxy_opts *o)
     o->resolve = NULL;
     o->nresolve = 0;
     proxy_routes_free(o);
+    proxy_parent_free(&o->parent);
 }
 
 /* Everything but the listener and the loop; -1 with a message pushed. */
@@ -251,7 +253,7 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
                             "connect_timeout, dns_timeout, idle_timeout, "
                             "max_header_bytes, max_connections, report, "
                             "audit_log, session, accept_listeners, token, "
-                            "routes, upstream_ca_file)",
+                            "routes, upstream_ca_file, upstream_proxy)",
                             luaL_tolstring(L, -1, NULL));
             return -1;
         }
@@ -306,6 +308,36 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
         if (!s || (!strarg_is(s, len, "match") && !strarg_is(s, len, "off")))
             return push_bad(L, -1, "sni must be \"match\" or \"off\"");
         o->sni_match = strarg_is(s, len, "match");
+    }
+    lua_pop(L, 1);
+
+    lua_getfield(L, 1, "upstream_proxy");
+    if (!lua_isnil(L, -1)) {
+        size_t len = 0;
+        const char *s = NULL;
+        if (lua_type(L, -1) == LUA_TSTRING &&
+            !(s = strarg_get(L, -1, "upstream_proxy", &len)))
+            return -1;
+        char why[256];
+        if (!s)
+            snprintf(why, sizeof why, "not a string");
+        if (!s || proxy_parent_parse(s, len, &o->parent, why, sizeof why)) {
+            lua_pushfstring(L,
+                            "upstream_proxy must be \"http://HOST:PORT\" "
+                            "or \"http://USER:PASSWORD@HOST:PORT\" (HOST a "
+                            "name, an IPv4 address or an IPv6 address in "
+                            "brackets; PORT 1 to 65535; no path): %s",
+                            why);
+            /* A value with credentials is not shown. */
+            if (s && memchr(s, '@', len)) {
+                lua_pushfstring(L,
+                                "isolation: %s (got a URL with "
+                                "user:password@, not shown)",
+                                lua_tostring(L, -1));
+                return -1;
+            }
+            return push_bad(L, -2, lua_tostring(L, -1));
+        }
     }
     lua_pop(L, 1);
 
