@@ -164,7 +164,7 @@ format:
 # Installs the rock into a temporary tree, from a copy of the sources (the
 # builtin build compiles next to them), and loads it from that tree alone.
 # The rockspec must list exactly the C files the Makefile builds and the
-# Lua modules in lua/isolation/.
+# Lua modules in lua/isolation/ and lua/isolation/cli/.
 # luv and lua-cjson, which the rockspec depends on, are Debian's packages
 # here (lua-luv, lua-cjson), not rocks: a temporary luarocks config declares
 # them provided (rocks_provided, at Debian's versions), so that the install
@@ -178,7 +178,7 @@ ROCK_LOAD = local tree, checkout = os.getenv("TREE"), os.getenv("CHECKOUT"); \
     assert(not p:find(checkout, 1, true), "the checkout is on the path: " .. p) end; \
   local i = require("isolation"); \
   assert(package.searchpath("isolation", package.cpath):find(tree, 1, true), "isolation is not from the tree"); \
-  for _, m in ipairs({"agentcfg", "cli", "json", "policy", "preflight", "protect", "scheduler", "session", "tools"}) do require("isolation." .. m); \
+  for _, m in ipairs({"agentcfg", "cli", "cli.prepare", "cli.run", "cli.dryrun", "cli.doctor", "json", "policy", "preflight", "protect", "scheduler", "session", "tools"}) do require("isolation." .. m); \
     assert(package.searchpath("isolation." .. m, package.path):find(tree, 1, true), m .. " is not from the tree") end; \
   assert(i.BRIDGE and i.BRIDGE:find(tree, 1, true), "BRIDGE is not in the tree"); \
   print("rockcheck: isolation " .. i.version .. " and isolation.session (luv " .. require("luv").version_string() \
@@ -188,8 +188,10 @@ rockcheck: deps all
 	@want=$$(printf '%s\n' $(MODULE_SRC) | sort); have=$$(grep -o 'src/[a-z0-9_/]*\.c' isolation-scm-1.rockspec | sort); \
 	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's sources differ from the Makefile's:"; \
 	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
-	@want=$$(ls lua/isolation/*.lua | sort); have=$$(grep -o 'lua/isolation/[a-z0-9_]*\.lua' isolation-scm-1.rockspec | sort); \
-	if [ "$$want" != "$$have" ]; then echo "rockcheck: the rockspec's Lua modules differ from lua/isolation/*.lua:"; \
+	@want=$$(ls lua/isolation/*.lua lua/isolation/cli/*.lua | sort); \
+	have=$$(grep -o 'lua/isolation/[a-z0-9_/]*\.lua' isolation-scm-1.rockspec | sort); \
+	if [ "$$want" != "$$have" ]; then \
+	  echo "rockcheck: the rockspec's Lua modules differ from lua/isolation/*.lua and lua/isolation/cli/*.lua:"; \
 	  diff <(echo "$$have") <(echo "$$want"); exit 1; fi
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	luv=$$(dpkg-query -W -f='$${Version}' lua-luv | sed 's/[-+~].*//') && \
