@@ -80,6 +80,14 @@
 /* Loop threads thread-mode proxies are spread over (proxy_loop.c): at most
  * this many, and no more than the CPUs (but at least 2). */
 #define PROXY_LOOP_THREADS 4
+/* Name lookups one proxy may have on libuv's thread pool at a time (the
+ * pool is the process's: 4 threads by default, UV_THREADPOOL_SIZE, shared
+ * by every proxy); its other lookups wait in its own queue, oldest first,
+ * their dns_timeout running from the request. A lookup that hangs holds
+ * its slot until getaddrinfo gives up, so one session's hanging names
+ * leave the rest of the pool to the others (and names in /etc/hosts and
+ * IP literals never wait for the pool: proxy_hosts.c). */
+#define PROXY_DNS_SLOTS 2
 
 struct proxy;
 struct proxy_loop;
@@ -212,6 +220,11 @@ struct proxy {
     unsigned turn_reads; /* reads of its connections in that turn */
     unsigned npass;      /* listeners handed over and held (proxy_pass.c) */
     bool pass_sealed;    /* no more handovers, no descriptor accepted */
+
+    /* Its name lookups on libuv's pool (at most PROXY_DNS_SLOTS), and the
+     * connections waiting for a slot, oldest first. */
+    unsigned dns_busy;
+    struct conn *dns_head, *dns_tail;
 
     /* Commands from the Lua thread (thread mode waits under loop->mu). */
     enum proxy_cmd cmd;
@@ -393,6 +406,12 @@ void proxy_audit_close(struct proxy_audit *a);
  * a message pushed (never the secret). routes_free wipes the secrets. */
 int proxy_routes_parse(lua_State *L, struct proxy_opts *o);
 void proxy_routes_free(struct proxy_opts *o);
+
+/* proxy_hosts.c: the addresses /etc/hosts gives name (at most cap, in the
+ * file's order), read on the caller's thread, when the system reads
+ * /etc/hosts first (nsswitch.conf); 0 if it has none (then getaddrinfo). */
+unsigned proxy_hosts_lookup(const char *name, struct host_addr *out,
+                            unsigned cap);
 
 /* proxy_buf.c: the loop's free read buffers go back to the system. */
 void relay_pool_free(struct proxy_loop *loop);

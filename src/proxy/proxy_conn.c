@@ -27,6 +27,7 @@ static void dial_next(struct conn *c);
 static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off,
                      size_t n);
 static void client_ended(struct conn *c);
+static void dns_unqueue(struct conn *c);
 static void conn_reply(struct conn *c, int status, const char *type,
                        const char *code, const char *reason);
 
@@ -222,6 +223,7 @@ void conn_close(struct conn *c)
     fd_give(c, &c->fd_up);
     if (c->gai)
         uv_cancel((uv_req_t *)c->gai);
+    dns_unqueue(c);
     conn_head_free(c);
     struct proxy_loop *loop = p->loop;
     if (c->sni)
@@ -1105,11 +1107,16 @@ static void check_and_dial(struct conn *c)
     dial_next(c);
 }
 
+static void dns_next(struct proxy *p);
+
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
     struct conn *c = req->data;
+    struct proxy *p = c->px;
     free(req);
     c->gai = NULL;
+    p->dns_busy--;
+    dns_next(p); /* before c may be freed, and p with it */
     c->nopen--;
     if (c->closing || c->state != CONN_RESOLVE) {
         uv_freeaddrinfo(res);
@@ -1149,6 +1156,63 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     check_and_dial(c);
 }
 
+/* c's lookup on libuv's pool (a slot of its proxy's is free). */
+static void dns_start(struct conn *c)
+{
+    struct proxy *p = c->px;
+    c->gai = malloc(sizeof *c->gai);
+    int r = UV_ENOMEM;
+    if (c->gai) {
+        c->gai->data = c;
+        struct addrinfo hints;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        r = uv_getaddrinfo(conn_loop(c), c->gai, on_resolved, c->host, NULL,
+                           &hints);
+    }
+    if (r != 0) {
+        free(c->gai);
+        c->gai = NULL;
+        char reason[HOST_NAME_CAP + 64];
+        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
+                 uv_strerror(r));
+        conn_reply(c, 502, "error", "dns_failed", reason);
+        return;
+    }
+    c->nopen++;
+    p->dns_busy++;
+}
+
+/* Takes c out of its proxy's queue of lookups (it timed out or closed). */
+static void dns_unqueue(struct conn *c)
+{
+    if (!c->dns_queued)
+        return;
+    struct proxy *p = c->px;
+    if (c->dns_prev)
+        c->dns_prev->dns_next = c->dns_next;
+    else
+        p->dns_head = c->dns_next;
+    if (c->dns_next)
+        c->dns_next->dns_prev = c->dns_prev;
+    else
+        p->dns_tail = c->dns_prev;
+    c->dns_prev = c->dns_next = NULL;
+    c->dns_queued = false;
+}
+
+/* The oldest waiting lookups take the proxy's free slots. */
+static void dns_next(struct proxy *p)
+{
+    while (p->dns_busy < PROXY_DNS_SLOTS && p->dns_head) {
+        struct conn *c = p->dns_head;
+        dns_unqueue(c);
+        if (!c->closing && c->state == CONN_RESOLVE)
+            dns_start(c);
+    }
+}
+
 static void resolve(struct conn *c)
 {
     struct proxy *p = c->px;
@@ -1161,31 +1225,28 @@ static void resolve(struct conn *c)
             return;
         }
     }
-    c->gai = malloc(sizeof *c->gai);
-    if (!c->gai) {
-        conn_reply(c, 502, "error", "internal_error", "out of memory");
+    /* /etc/hosts on this thread: it never waits behind the pool. */
+    unsigned n = proxy_hosts_lookup(c->host, c->addrs, PROXY_MAX_ADDRS);
+    if (n > 0) {
+        c->naddr = (uint8_t)n;
+        check_and_dial(c);
         return;
     }
-    c->gai->data = c;
     c->state = CONN_RESOLVE;
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    int r = uv_getaddrinfo(conn_loop(c), c->gai, on_resolved, c->host, NULL,
-                           &hints);
-    if (r != 0) {
-        free(c->gai);
-        c->gai = NULL;
-        char reason[HOST_NAME_CAP + 64];
-        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
-                 uv_strerror(r));
-        conn_reply(c, 502, "error", "dns_failed", reason);
+    conn_update_reads(c);
+    conn_arm(c, p->opts.dns_ms); /* from the request, queued or not */
+    if (p->dns_busy < PROXY_DNS_SLOTS) {
+        dns_start(c);
         return;
     }
-    c->nopen++;
-    conn_update_reads(c);
-    conn_arm(c, p->opts.dns_ms);
+    c->dns_queued = true;
+    c->dns_next = NULL;
+    c->dns_prev = p->dns_tail;
+    if (p->dns_tail)
+        p->dns_tail->dns_next = c;
+    else
+        p->dns_head = c;
+    p->dns_tail = c;
 }
 
 /* Builds the origin-form head plus the body bytes that came with it. */
@@ -1507,6 +1568,7 @@ static void on_timer(uv_timer_t *t)
     case CONN_RESOLVE:
         if (c->gai)
             uv_cancel((uv_req_t *)c->gai);
+        dns_unqueue(c);
         conn_reply(c, 504, "error", "dns_timeout", "name resolution timed out");
         break;
     case CONN_DIAL:

@@ -85,6 +85,9 @@ struct conn {
     uv_timer_t timer;
     uv_shutdown_t shut_req[2]; /* by destination side */
     uv_getaddrinfo_t *gai;
+    /* In its proxy's queue of lookups waiting for a pool slot. */
+    bool dns_queued;
+    struct conn *dns_prev, *dns_next;
     struct proxy_allow *allow;
 
     /* The request head, and whatever the client sent right behind it. */
