@@ -80,19 +80,18 @@
 /* Loop threads thread-mode proxies are spread over (proxy_loop.c): at most
  * this many, and no more than the CPUs (but at least 2). */
 #define PROXY_LOOP_THREADS 4
-/* Name lookups one proxy may have on libuv's thread pool at a time (the
- * pool is the process's: 4 threads by default, UV_THREADPOOL_SIZE, shared
- * by every proxy); its other lookups wait in its own queue, oldest first,
- * their dns_timeout running from the request. A lookup that hangs holds
- * its slot until getaddrinfo gives up, so one session's hanging names
- * leave the rest of the pool to the others (and names in /etc/hosts and
- * IP literals never wait for the pool: proxy_hosts.c). */
-#define PROXY_DNS_SLOTS 2
+/* Threads that look names up for one proxy (proxy_dns.c): started as
+ * lookups need them, ended after PROXY_DNS_IDLE_MS without one. Its other
+ * lookups wait in its queue, their dns_timeout running from the request
+ * (names in /etc/hosts and IP literals never wait: proxy_hosts.c). */
+#define PROXY_DNS_THREADS 4
+#define PROXY_DNS_IDLE_MS 10000
 
 struct proxy;
 struct proxy_loop;
 struct conn;      /* proxy_conn.h */
 struct relay_buf; /* proxy_conn.h */
+struct proxy_dns; /* proxy_dns.c */
 
 enum proxy_mode { PROXY_THREAD = 0, PROXY_LUV };
 
@@ -221,10 +220,8 @@ struct proxy {
     unsigned npass;      /* listeners handed over and held (proxy_pass.c) */
     bool pass_sealed;    /* no more handovers, no descriptor accepted */
 
-    /* Its name lookups on libuv's pool (at most PROXY_DNS_SLOTS), and the
-     * connections waiting for a slot, oldest first. */
-    unsigned dns_busy;
-    struct conn *dns_head, *dns_tail;
+    /* Its resolver threads (proxy_dns.c), or NULL before its first lookup. */
+    struct proxy_dns *dns;
 
     /* Commands from the Lua thread (thread mode waits under loop->mu). */
     enum proxy_cmd cmd;
@@ -406,6 +403,10 @@ void proxy_audit_close(struct proxy_audit *a);
  * a message pushed (never the secret). routes_free wipes the secrets. */
 int proxy_routes_parse(lua_State *L, struct proxy_opts *o);
 void proxy_routes_free(struct proxy_opts *o);
+
+/* proxy_dns.c: the proxy is closing (its connections closed): its resolver
+ * threads end after the lookup each is in, and their answers are dropped. */
+void proxy_dns_close(struct proxy *p);
 
 /* proxy_hosts.c: the addresses /etc/hosts gives name (at most cap, in the
  * file's order), read on the caller's thread, when the system reads

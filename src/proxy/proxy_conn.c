@@ -27,7 +27,6 @@ static void dial_next(struct conn *c);
 static void sni_feed(struct conn *c, struct relay_buf *rb, size_t off,
                      size_t n);
 static void client_ended(struct conn *c);
-static void dns_unqueue(struct conn *c);
 static void conn_reply(struct conn *c, int status, const char *type,
                        const char *code, const char *reason);
 
@@ -221,9 +220,7 @@ void conn_close(struct conn *c)
         uv_close((uv_handle_t *)&c->up.tcp, on_up_closed);
     }
     fd_give(c, &c->fd_up);
-    if (c->gai)
-        uv_cancel((uv_req_t *)c->gai);
-    dns_unqueue(c);
+    proxy_dns_cancel(c);
     conn_head_free(c);
     struct proxy_loop *loop = p->loop;
     if (c->sni)
@@ -1107,45 +1104,10 @@ static void check_and_dial(struct conn *c)
     dial_next(c);
 }
 
-static void dns_next(struct proxy *p);
-
-static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+void conn_resolved(struct conn *c, int status)
 {
-    struct conn *c = req->data;
-    struct proxy *p = c->px;
-    free(req);
-    c->gai = NULL;
-    p->dns_busy--;
-    dns_next(p); /* before c may be freed, and p with it */
-    c->nopen--;
-    if (c->closing || c->state != CONN_RESOLVE) {
-        uv_freeaddrinfo(res);
-        if (c->closing)
-            conn_free_if_done(c);
+    if (c->closing || c->state != CONN_RESOLVE)
         return;
-    }
-    c->naddr = 0;
-    for (struct addrinfo *ai = res; ai && c->naddr < PROXY_MAX_ADDRS;
-         ai = ai->ai_next) {
-        struct host_addr a;
-        memset(&a, 0, sizeof a);
-        if (ai->ai_family == AF_INET) {
-            a.family = 4;
-            memcpy(a.bytes, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, 4);
-        } else if (ai->ai_family == AF_INET6) {
-            a.family = 6;
-            memcpy(a.bytes, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr,
-                   16);
-        } else {
-            continue;
-        }
-        bool dup = false;
-        for (unsigned i = 0; i < c->naddr; i++)
-            dup = dup || memcmp(&c->addrs[i], &a, sizeof a) == 0;
-        if (!dup)
-            c->addrs[c->naddr++] = a;
-    }
-    uv_freeaddrinfo(res);
     if (status < 0 || c->naddr == 0) {
         char reason[HOST_NAME_CAP + 64];
         snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
@@ -1154,63 +1116,6 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         return;
     }
     check_and_dial(c);
-}
-
-/* c's lookup on libuv's pool (a slot of its proxy's is free). */
-static void dns_start(struct conn *c)
-{
-    struct proxy *p = c->px;
-    c->gai = malloc(sizeof *c->gai);
-    int r = UV_ENOMEM;
-    if (c->gai) {
-        c->gai->data = c;
-        struct addrinfo hints;
-        memset(&hints, 0, sizeof hints);
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        r = uv_getaddrinfo(conn_loop(c), c->gai, on_resolved, c->host, NULL,
-                           &hints);
-    }
-    if (r != 0) {
-        free(c->gai);
-        c->gai = NULL;
-        char reason[HOST_NAME_CAP + 64];
-        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
-                 uv_strerror(r));
-        conn_reply(c, 502, "error", "dns_failed", reason);
-        return;
-    }
-    c->nopen++;
-    p->dns_busy++;
-}
-
-/* Takes c out of its proxy's queue of lookups (it timed out or closed). */
-static void dns_unqueue(struct conn *c)
-{
-    if (!c->dns_queued)
-        return;
-    struct proxy *p = c->px;
-    if (c->dns_prev)
-        c->dns_prev->dns_next = c->dns_next;
-    else
-        p->dns_head = c->dns_next;
-    if (c->dns_next)
-        c->dns_next->dns_prev = c->dns_prev;
-    else
-        p->dns_tail = c->dns_prev;
-    c->dns_prev = c->dns_next = NULL;
-    c->dns_queued = false;
-}
-
-/* The oldest waiting lookups take the proxy's free slots. */
-static void dns_next(struct proxy *p)
-{
-    while (p->dns_busy < PROXY_DNS_SLOTS && p->dns_head) {
-        struct conn *c = p->dns_head;
-        dns_unqueue(c);
-        if (!c->closing && c->state == CONN_RESOLVE)
-            dns_start(c);
-    }
 }
 
 static void resolve(struct conn *c)
@@ -1225,7 +1130,7 @@ static void resolve(struct conn *c)
             return;
         }
     }
-    /* /etc/hosts on this thread: it never waits behind the pool. */
+    /* /etc/hosts on this thread: it never waits for a lookup. */
     unsigned n = proxy_hosts_lookup(c->host, c->addrs, PROXY_MAX_ADDRS);
     if (n > 0) {
         c->naddr = (uint8_t)n;
@@ -1233,20 +1138,16 @@ static void resolve(struct conn *c)
         return;
     }
     c->state = CONN_RESOLVE;
-    conn_update_reads(c);
-    conn_arm(c, p->opts.dns_ms); /* from the request, queued or not */
-    if (p->dns_busy < PROXY_DNS_SLOTS) {
-        dns_start(c);
+    int r = proxy_dns_start(c);
+    if (r != 0) {
+        char reason[HOST_NAME_CAP + 64];
+        snprintf(reason, sizeof reason, "cannot resolve %s: %s", c->host,
+                 uv_strerror(r));
+        conn_reply(c, 502, "error", "dns_failed", reason);
         return;
     }
-    c->dns_queued = true;
-    c->dns_next = NULL;
-    c->dns_prev = p->dns_tail;
-    if (p->dns_tail)
-        p->dns_tail->dns_next = c;
-    else
-        p->dns_head = c;
-    p->dns_tail = c;
+    conn_update_reads(c);
+    conn_arm(c, p->opts.dns_ms); /* from the request, queued or not */
 }
 
 /* Builds the origin-form head plus the body bytes that came with it. */
@@ -1566,9 +1467,7 @@ static void on_timer(uv_timer_t *t)
                        "request head not complete within header_timeout");
         break;
     case CONN_RESOLVE:
-        if (c->gai)
-            uv_cancel((uv_req_t *)c->gai);
-        dns_unqueue(c);
+        proxy_dns_cancel(c);
         conn_reply(c, 504, "error", "dns_timeout", "name resolution timed out");
         break;
     case CONN_DIAL:

@@ -84,10 +84,7 @@ struct conn {
     struct conn_up up;
     uv_timer_t timer;
     uv_shutdown_t shut_req[2]; /* by destination side */
-    uv_getaddrinfo_t *gai;
-    /* In its proxy's queue of lookups waiting for a pool slot. */
-    bool dns_queued;
-    struct conn *dns_prev, *dns_next;
+    struct dns_job *dns_job;   /* its lookup (proxy_dns.c), or NULL */
     struct proxy_allow *allow;
 
     /* The request head, and whatever the client sent right behind it. */
@@ -141,6 +138,16 @@ struct conn {
     const struct proxy_route *route; /* the request in flight is a route's */
     bool routed; /* ... or was meant for one: errors carry X-Isolation-Error */
 };
+
+/* proxy_dns.c: c's name (c->host) looked up on its proxy's resolver
+ * threads; conn_resolved gets the answer on the loop's thread. 0, or a
+ * libuv error (nothing started). */
+int proxy_dns_start(struct conn *c);
+/* c no longer waits for its lookup (it timed out or is closing). */
+void proxy_dns_cancel(struct conn *c);
+/* proxy_conn.c: c's lookup ended with status (0 or a libuv error) and
+ * c->addrs, c->naddr. */
+void conn_resolved(struct conn *c, int status);
 
 /* proxy_pass.c: listeners handed over a unix socket (SCM_RIGHTS). */
 enum { PASS_PROBE = 1, PASS_CONTROL = 2 };
