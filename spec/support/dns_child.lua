@@ -11,7 +11,8 @@
 --            and names in /etc/hosts, do not wait; libuv's pool full of
 --            lookups that hang delays none; close() waits for none
 --   hosts    names the proxy answers from /etc/hosts (aliases, case, two
---            lines for a name) and those it asks the name server for
+--            lines for a name) and those it asks the name server for; an
+--            answer from /etc/hosts meets the private-address check
 local uv = require("luv")
 local isolation = require("isolation")
 local upstream = require("support.upstream")
@@ -35,7 +36,7 @@ end
 local function proxy(opts)
   opts.listen = "127.0.0.1:0"
   opts.allow = { "*.example.com", "*.example.net" }
-  opts.allow_private = true
+  if opts.allow_private == nil then opts.allow_private = true end
   return assert(isolation.proxy(opts))
 end
 
@@ -125,6 +126,12 @@ elseif scenario == "bound" then
   s, ms = ask(a, "b.example.net")
   out("a_hosts_status", s)
   out("a_hosts_ms", ms)
+  -- a proxy on luv's loop (luv mode) gets its answers there too
+  local l = proxy({ dns_timeout = 1, loop = uv })
+  s, ms = ask(l, "ok.example.com")
+  out("luv_status", s)
+  out("luv_ms", ms)
+  l:close()
   -- A's next lookup waits in A's queue: 504 after dns_timeout
   s, ms = ask(a, "ok.example.com")
   out("a_queued_status", s)
@@ -164,6 +171,12 @@ elseif scenario == "hosts" then
   end
   out("dns_answered", stub.answered)
   p:close()
+  -- an answer from /etc/hosts meets the same address check as any other
+  local strict = proxy({ allow_private = false })
+  local s = ask(strict, "alias.example.net")
+  out("strict_status", s)
+  out("strict_code", last_code(strict))
+  strict:close()
 else
   error("unknown scenario " .. tostring(scenario))
 end
