@@ -31,6 +31,7 @@ build = {
         "src/proxy/proxy_event.c", "src/proxy/proxy_listen.c", "src/proxy/proxy_loop.c",
         "src/proxy/proxy_pass.c", "src/proxy/proxy_auth.c", "src/proxy/proxy_socks.c", "src/wire/socks5.c",
         "src/proxy/proxy_route.c", "src/proxy/proxy_tls.c", "src/proxy/proxy_parent.c",
+        "src/proxy/proxy_hosts.c", "src/proxy/proxy_dns.c",
         "src/proxy/proxy_lua.c", "src/proxy/proxy_relay.c", "src/launch/seccomp.c",
         "src/selftest.c", "src/strarg.c", "src/launch/target.c", "src/wire/tlshello.c",
       },

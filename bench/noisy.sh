@@ -8,6 +8,12 @@
 #   64 / 512 bulk tunnels      CONNECT tunnels kept full, to a sink
 #   1,024 / 2,048 x 30 GETs    connections of 30 pipelined forward GETs,
 #                              again and again (20 batches at most)
+#   8 slow names a second      CONNECTs to new names whose name server never
+#                              answers (issue 26): the row runs in a network
+#                              namespace (spec/support/dns_netns.sh, root)
+#                              with the orchestrator's stub as name server;
+#                              B alternates a name in /etc/hosts and one the
+#                              stub answers
 # Each attack runs twice: B on a loop thread of its own (what two sessions
 # get: proxies spread over the pool of loop threads), and B on A's loop
 # (what sessions past the pool's size get: only the per-pass byte budget
@@ -16,7 +22,7 @@
 # after HOLD s, the orchestrator after 60 s); unix sockets and loopback.
 #
 # usage: bench/noisy.sh [--out FILE]   (QUICK=1: 30 exchanges of B per row,
-#        else 100; NOISY_ROWS="bulk:64 pipe:1024": only those attacks;
+#        else 100; NOISY_ROWS="bulk:64 pipe:1024 dns:8": only those attacks;
 #        NOISY_SHARE=0: no shared-loop rows; NOISY_BASE=DIR: a third row per
 #        attack with DIR/isolation.so, another build, e.g. one from before)
 set -uo pipefail
@@ -25,7 +31,7 @@ set -uo pipefail
 
 out_arg "$@"
 if [ -n "$QUICK" ]; then B_N=${B_N:-30}; else B_N=${B_N:-100}; fi
-ROWS=${NOISY_ROWS:-bulk:64 bulk:512 pipe:1024 pipe:2048}
+ROWS=${NOISY_ROWS:-bulk:64 bulk:512 pipe:1024 pipe:2048 dns:8}
 SHARE_ROWS=${NOISY_SHARE:-1}
 OUT=${OUT:-$REPO/bench/results/bench-$(date +%F).md}
 # The hold covers the quiet series, B's series and a margin.
@@ -45,12 +51,19 @@ BASE=${NOISY_BASE:-}
 [ -z "$BASE" ] || [ -f "$BASE/isolation.so" ] || { echo "noisy.sh: no $BASE/isolation.so" >&2; exit 2; }
 
 # run MODE COUNT SHARE [SO_DIR]: the orchestrator's "key value" lines
+# (MODE dns: the orchestrator's slowdns, in a network namespace of its own)
 run() {
-    local dir out
+    local dir out mode=$1 wrap=
     dir=$(mktemp -d)
+    if [ "$mode" = dns ]; then
+        mode=slowdns
+        mkdir "$dir/ns"
+        wrap="spec/support/dns_netns.sh $dir/ns"
+    fi
+    # shellcheck disable=SC2086 # wrap: words
     out=$(cd "$REPO" && FLOOD_B_N=$B_N FLOOD_HOLD_S=$HOLD FLOOD_SHARE=$3 \
         LUA_PATH="lua/?.lua;spec/?.lua;;" LUA_CPATH="${4:-build}/?.so;;" \
-        timeout 90 lua5.4 spec/support/flood_orchestrator.lua "$dir" "$1" "$2" $(($2 * 2 + 64)) 2>&1)
+        timeout 90 $wrap lua5.4 spec/support/flood_orchestrator.lua "$dir" "$mode" "$2" $(($2 * 2 + 64)) 2>&1)
     rm -rf "$dir"
     printf '%s\n' "$out"
 }
@@ -62,6 +75,7 @@ label() {
         pipe:1024) printf '1,024 connections x 30 pipelined GETs' ;;
         pipe:2048) printf '2,048 connections x 30 pipelined GETs' ;;
         pipe:*) printf '%s connections x 30 pipelined GETs' "${1#pipe:}" ;;
+        dns:*) printf '%s new names a second, name server never answers' "${1#dns:}" ;;
     esac
 }
 
@@ -100,7 +114,7 @@ for row in $ROWS; do
             continue
         fi
         goal=$(awk -v q="$q" -v p="$p" -v m="$m" 'BEGIN { print (p <= 2 * q && m < 20) ? "met" : "missed" }')
-        [ "$mode" = pipe ] && mb=-
+        [ "$mode" = bulk ] || mb=-
         printf '| %s | %s | %s | %s | %s | %s | %s/%s | %s | %s | %s |\n' "$(label "$row")" "$where" \
             "$q" "$p" "$m" "$(ratio "$p" "$q")" "$ok" "$B_N" "$mb" "$goal" "$(load)" >>"$TMP"
         log "    quiet p50 $q ms; under load p50 $p ms, max $m ms ($goal)"

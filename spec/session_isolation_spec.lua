@@ -6,6 +6,7 @@
 -- process of its own (spec/support/flood_client.lua).
 local uv = require("luv")
 local helpers = require("helpers")
+local netns = require("support.dns_netns")
 local policy = require("isolation.policy")
 local session = require("isolation.session")
 
@@ -95,6 +96,32 @@ describe("session isolation", function()
     -- 6-50 ms; B on a loop thread of its own: 0.3-7 ms. The bound is
     -- generous: the machine is shared.
     assert.is_true(r.b_max_ms < 200, r.text)
+  end)
+
+  it("slow DNS: A's agent asks for 8 new names a second whose name server never answers; all of B's"
+    .. " CONNECT+echo succeed, to a name in /etc/hosts and to one the name server answers (issue 26)", function()
+    -- In a network namespace of the spec's (support/dns_netns.sh): the
+    -- orchestrator runs the name server (support/dns_stub.lua) on loopback.
+    local why = netns.unavailable()
+    if why then
+      pending(why)
+      return
+    end
+    local dir = helpers.tmpdir()
+    local r = netns.run({ "spec/support/flood_orchestrator.lua", dir, "slowdns", "8", "256" },
+      { FLOOD_B_N = 40, FLOOD_HOLD_S = 8 }, 60)
+    helpers.rmtree(dir)
+    print(("\n  slow DNS on A: B %s/40 ok, quiet p50 %s ms, under load p50 %s ms (%.1fx), max %s ms;"
+      .. " queries left unanswered %s"):format(r.b_ok, r.quiet_p50_ms, r.b_p50_ms,
+      (tonumber(r.b_p50_ms) or 0) / (tonumber(r.quiet_p50_ms) or 1), r.b_max_ms, r.dns_ignored))
+    -- A's lookups did reach the name that never answers (4 threads, A
+    -- and AAAA each)
+    assert.is_true((tonumber(r.dns_ignored) or 0) >= 8, r.text)
+    -- before: 22 of 40 (each lookup of B, /etc/hosts names too, waited
+    -- behind A's on libuv's pool: 504 dns_timeout)
+    assert.equal(40, r.quiet_ok, r.text)
+    assert.equal(40, r.b_ok, r.text)
+    assert.equal(0, r.b_events_error, r.text)
   end)
 
   it("loop time: B's CONNECT+echo while A runs 1,024 connections of pipelined GETs (measured)", function()

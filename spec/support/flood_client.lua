@@ -4,6 +4,9 @@
 --   heads   COUNT connections, each with an unfinished 32,700-byte head
 --   bulk    COUNT CONNECT tunnels to a sink in this process, kept full
 --   pipe    COUNT connections, each with 30 pipelined GETs, again and again
+--   slowdns COUNT CONNECTs a second, each to a new name under example.com
+--           (whose lookup the spec's name server never answers), each
+--           connection closed once answered
 -- Starts on a "go" line on stdin. Prints "held OPEN REFUSED CLOSED" once the connections have had a second
 -- to be answered, keeps them HOLD seconds, then prints "done ..." and ends.
 local uv = require("luv")
@@ -78,8 +81,34 @@ local function start(i)
   end)
 end
 
+-- slowdns: one CONNECT to a name never asked before, every 1/COUNT s.
+local function slow_names()
+  local n = 0
+  local t = uv.new_timer()
+  t:start(0, math.max(1, math.floor(1000 / count)), function()
+    n = n + 1
+    local c = uv.new_pipe(false)
+    c:connect(path, function(err)
+      if err then closed = closed + 1 c:close() return end
+      open = open + 1
+      c:read_start(function(rerr, data)
+        if rerr or not data or data:find("\r\n\r\n", 1, true) then
+          closed = closed + 1
+          if not c:is_closing() then c:close() end
+        end
+      end)
+      local host = "n" .. n .. ".example.com"
+      c:write("CONNECT " .. host .. ":443 HTTP/1.1\r\nHost: " .. host .. "\r\n\r\n")
+    end)
+  end)
+end
+
 local function go()
-  for i = 1, count do start(i) end
+  if mode == "slowdns" then
+    slow_names()
+  else
+    for i = 1, count do start(i) end
+  end
   local t = uv.new_timer()
   t:start(1000, 0, function()
   io.stdout:write(string.format("held %d %d %d\n", open, refused, closed))

@@ -8,6 +8,10 @@
 -- pause between them (20), FLOOD_HOLD_S how long the agent floods (8),
 -- FLOOD_SHARE=1 B on A's loop thread (fillers take the pool's other loops
 -- first), FLOOD_COUNT_LOOPS=1 print the loop threads each proxy added.
+-- MODE slowdns (run inside spec/support/dns_netns.sh): A's agent asks for
+-- COUNT names a second under *.example.com, which this process's DNS stub
+-- (dns_stub.lua) never answers; B's exchanges alternate between
+-- b.example.net (in /etc/hosts) and b-dns.example.net (the stub answers).
 local uv = require("luv")
 -- B's client may write to a connection its proxy has just closed (the
 -- emfile run: libuv's reserve descriptor accepts and closes): EPIPE for
@@ -20,7 +24,8 @@ local dir, mode, count = arg[1], arg[2], tonumber(arg[3])
 local maxconn, limit = tonumber(arg[4]) or 256, arg[5]
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 
-local flood_mode = ({ fds = "silent", memory = "heads", bulk = "bulk", pipe = "pipe", emfile = "silent" })[mode]
+local flood_mode = ({ fds = "silent", memory = "heads", bulk = "bulk", pipe = "pipe", emfile = "silent",
+  slowdns = "slowdns" })[mode]
 local child_in, child_out = uv.new_pipe(false), uv.new_pipe(false)
 local b_n, b_gap = tonumber(os.getenv("FLOOD_B_N")) or 30, tonumber(os.getenv("FLOOD_B_GAP_MS")) or 20
 local hold = os.getenv("FLOOD_HOLD_S") or "8"
@@ -74,8 +79,19 @@ local function threads()
   return n
 end
 
+-- slowdns: the namespace's name server, and B's names.
+local stub, b_hosts, b_extra = nil, { "127.0.0.1" }, {}
+if mode == "slowdns" then
+  stub = dofile(here .. "/dns_stub.lua")(uv, { ["b-dns.example.net"] = "127.0.0.1" })
+  b_hosts = { "b.example.net", "b-dns.example.net" }
+  -- names that resolve to loopback; a B that waits for the pool (before)
+  -- fails each exchange in 1 s rather than 5
+  b_extra = { allow_private = true, dns_timeout = 1 }
+end
+
 local t_before = threads()
-local a = assert(isolation.proxy({ allow = { "127.0.0.1" }, unix = dir .. "/a.sock", max_connections = maxconn }))
+local a = assert(isolation.proxy({ allow = { mode == "slowdns" and "*.example.com" or "127.0.0.1" },
+  unix = dir .. "/a.sock", max_connections = maxconn }))
 local t_a = threads()
 -- B shares A's loop: every other loop of the pool gets a filler first
 -- (a new proxy joins the loop with the fewest, the earliest of equals).
@@ -91,14 +107,19 @@ if os.getenv("FLOOD_SHARE") == "1" then
   fillers[#fillers] = nil
 end
 local t_fill = threads()
-local b = assert(isolation.proxy({ allow = { "127.0.0.1" }, unix = dir .. "/b.sock", max_connections = 256 }))
+local b_opts = { allow = b_hosts, unix = dir .. "/b.sock", max_connections = 256 }
+for k, v in pairs(b_extra) do b_opts[k] = v end
+local b = assert(isolation.proxy(b_opts))
 out("loops_a", t_a - t_before)
 out("loops_b", threads() - t_fill)
 out("nofile", nofile())
 out("rss_start", rss_kib())
 
--- One CONNECT+echo through B; calls done(ok, ms).
+-- One CONNECT+echo through B (to B's next name); calls done(ok, ms).
+local b_turn = 0
 local function exchange(done)
+  b_turn = b_turn + 1
+  local host = b_hosts[(b_turn - 1) % #b_hosts + 1]
   local c = uv.new_pipe(false)
   local t0 = uv.hrtime()
   local got, stage = "", 0
@@ -124,7 +145,7 @@ local function exchange(done)
         finish(true)
       end
     end)
-    c:write("CONNECT 127.0.0.1:" .. echo_port .. " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    c:write("CONNECT " .. host .. ":" .. echo_port .. " HTTP/1.1\r\nHost: " .. host .. "\r\n\r\n")
   end)
 end
 
@@ -161,6 +182,16 @@ local function finish()
   out("a_codes", table.concat(list, ","))
   out("a_too_many_events", too_many)
   out("b_events_error", b:stats().errors)
+  local b_codes, b_list = {}, {}
+  for _, e in ipairs(b:events()) do b_codes[e.code] = (b_codes[e.code] or 0) + 1 end
+  for k, v in pairs(b_codes) do b_list[#b_list + 1] = k .. ":" .. v end
+  table.sort(b_list)
+  out("b_codes", table.concat(b_list, ","))
+  if stub then
+    out("dns_answered", stub.answered)
+    out("dns_ignored", stub.ignored)
+    stub.close()
+  end
   local f = io.open("/dev/null")
   out("io_open", f and "ok" or "failed")
   if f then f:close() end

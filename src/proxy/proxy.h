@@ -82,11 +82,18 @@
 /* Loop threads thread-mode proxies are spread over (proxy_loop.c): at most
  * this many, and no more than the CPUs (but at least 2). */
 #define PROXY_LOOP_THREADS 4
+/* Threads that look names up for one proxy (proxy_dns.c): started as
+ * lookups need them, ended after PROXY_DNS_IDLE_MS without one. Its other
+ * lookups wait in its queue, their dns_timeout running from the request
+ * (names in /etc/hosts and IP literals never wait: proxy_hosts.c). */
+#define PROXY_DNS_THREADS 4
+#define PROXY_DNS_IDLE_MS 10000
 
 struct proxy;
 struct proxy_loop;
 struct conn;      /* proxy_conn.h */
 struct relay_buf; /* proxy_conn.h */
+struct proxy_dns; /* proxy_dns.c */
 
 enum proxy_mode { PROXY_THREAD = 0, PROXY_LUV };
 
@@ -238,6 +245,9 @@ struct proxy {
     unsigned turn_reads; /* reads of its connections in that turn */
     unsigned npass;      /* listeners handed over and held (proxy_pass.c) */
     bool pass_sealed;    /* no more handovers, no descriptor accepted */
+
+    /* Its resolver threads (proxy_dns.c), or NULL before its first lookup. */
+    struct proxy_dns *dns;
 
     /* Commands from the Lua thread (thread mode waits under loop->mu). */
     enum proxy_cmd cmd;
@@ -426,6 +436,16 @@ int proxy_parent_parse(const char *url, size_t len, struct proxy_parent *out,
                        char *err, size_t errcap);
 /* Wipes and frees the parent's credentials. */
 void proxy_parent_free(struct proxy_parent *pp);
+
+/* proxy_dns.c: the proxy is closing (its connections closed): its resolver
+ * threads end after the lookup each is in, and their answers are dropped. */
+void proxy_dns_close(struct proxy *p);
+
+/* proxy_hosts.c: the addresses /etc/hosts gives name (at most cap, in the
+ * file's order), read on the caller's thread, when the system reads
+ * /etc/hosts first (nsswitch.conf); 0 if it has none (then getaddrinfo). */
+unsigned proxy_hosts_lookup(const char *name, struct host_addr *out,
+                            unsigned cap);
 
 /* proxy_buf.c: the loop's free read buffers go back to the system. */
 void relay_pool_free(struct proxy_loop *loop);

@@ -232,8 +232,7 @@ void conn_close(struct conn *c)
         uv_close((uv_handle_t *)&c->up.tcp, on_up_closed);
     }
     fd_give(c, &c->fd_up);
-    if (c->gai)
-        uv_cancel((uv_req_t *)c->gai);
+    proxy_dns_cancel(c);
     conn_head_free(c);
     struct proxy_loop *loop = p->loop;
     if (c->sni)
@@ -1246,40 +1245,10 @@ static void check_and_dial(struct conn *c)
     dial_next(c);
 }
 
-static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+void conn_resolved(struct conn *c, int status)
 {
-    struct conn *c = req->data;
-    free(req);
-    c->gai = NULL;
-    c->nopen--;
-    if (c->closing || c->state != CONN_RESOLVE) {
-        uv_freeaddrinfo(res);
-        if (c->closing)
-            conn_free_if_done(c);
+    if (c->closing || c->state != CONN_RESOLVE)
         return;
-    }
-    c->naddr = 0;
-    for (struct addrinfo *ai = res; ai && c->naddr < PROXY_MAX_ADDRS;
-         ai = ai->ai_next) {
-        struct host_addr a;
-        memset(&a, 0, sizeof a);
-        if (ai->ai_family == AF_INET) {
-            a.family = 4;
-            memcpy(a.bytes, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, 4);
-        } else if (ai->ai_family == AF_INET6) {
-            a.family = 6;
-            memcpy(a.bytes, &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr,
-                   16);
-        } else {
-            continue;
-        }
-        bool dup = false;
-        for (unsigned i = 0; i < c->naddr; i++)
-            dup = dup || memcmp(&c->addrs[i], &a, sizeof a) == 0;
-        if (!dup)
-            c->addrs[c->naddr++] = a;
-    }
-    uv_freeaddrinfo(res);
     if (status < 0 || c->naddr == 0) {
         char reason[HOST_NAME_CAP + 64];
         snprintf(reason, sizeof reason, "cannot resolve %s%s: %s",
@@ -1306,22 +1275,16 @@ static void resolve(struct conn *c)
             return;
         }
     }
-    c->gai = malloc(sizeof *c->gai);
-    if (!c->gai) {
-        conn_reply(c, 502, "error", "internal_error", "out of memory");
+    /* /etc/hosts on this thread: it never waits for a lookup. */
+    unsigned n = proxy_hosts_lookup(name, c->addrs, PROXY_MAX_ADDRS);
+    if (n > 0) {
+        c->naddr = (uint8_t)n;
+        check_and_dial(c);
         return;
     }
-    c->gai->data = c;
     c->state = CONN_RESOLVE;
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    int r =
-        uv_getaddrinfo(conn_loop(c), c->gai, on_resolved, name, NULL, &hints);
+    int r = proxy_dns_start(c, name);
     if (r != 0) {
-        free(c->gai);
-        c->gai = NULL;
         char reason[HOST_NAME_CAP + 64];
         snprintf(reason, sizeof reason, "cannot resolve %s%s: %s",
                  c->via_parent ? "the parent proxy " : "", name,
@@ -1331,9 +1294,8 @@ static void resolve(struct conn *c)
                    reason);
         return;
     }
-    c->nopen++;
     conn_update_reads(c);
-    conn_arm(c, p->opts.dns_ms);
+    conn_arm(c, p->opts.dns_ms); /* from the request, queued or not */
 }
 
 /* Dials the parent proxy for c's request (its address, or its name's). */
@@ -1688,8 +1650,7 @@ static void on_timer(uv_timer_t *t)
                        "request head not complete within header_timeout");
         break;
     case CONN_RESOLVE:
-        if (c->gai)
-            uv_cancel((uv_req_t *)c->gai);
+        proxy_dns_cancel(c);
         conn_reply(c, 504, "error", "dns_timeout", "name resolution timed out");
         break;
     case CONN_DIAL:

@@ -84,7 +84,7 @@ struct conn {
     struct conn_up up;
     uv_timer_t timer;
     uv_shutdown_t shut_req[2]; /* by destination side */
-    uv_getaddrinfo_t *gai;
+    struct dns_job *dns_job;   /* its lookup (proxy_dns.c), or NULL */
     struct proxy_allow *allow;
 
     /* The request head, and whatever the client sent right behind it. */
@@ -144,6 +144,16 @@ struct conn {
     bool via_parent, parent_wait;
     struct relay_buf *preply;
 };
+
+/* proxy_dns.c: c's name (c->host) looked up on its proxy's resolver
+ * threads; conn_resolved gets the answer on the loop's thread. 0, or a
+ * libuv error (nothing started). */
+int proxy_dns_start(struct conn *c, const char *name);
+/* c no longer waits for its lookup (it timed out or is closing). */
+void proxy_dns_cancel(struct conn *c);
+/* proxy_conn.c: c's lookup ended with status (0 or a libuv error) and
+ * c->addrs, c->naddr. */
+void conn_resolved(struct conn *c, int status);
 
 /* proxy_pass.c: listeners handed over a unix socket (SCM_RIGHTS). */
 enum { PASS_PROBE = 1, PASS_CONTROL = 2 };

@@ -469,5 +469,6 @@ void proxy_stop(struct proxy *p)
     }
     while (p->conns)
         conn_close(p->conns);
+    proxy_dns_close(p);
     proxy_maybe_release(p);
 }
