@@ -85,10 +85,12 @@ local BRIDGES = { "builtin", "pass" }
 -- The proxy's descriptors and connections back to where they were: no
 -- listener, control connection or client of an ended container held.
 local function proxy_back(proxy, fds)
-  for _ = 1, 100 do
+  -- the engine's teardown (conmon, the keeper) takes seconds on a loaded machine
+  local deadline = os.time() + 30
+  repeat
     if proxy:stats().active == 0 and helpers.fd_count() == fds then return true end
     helpers.run("sleep 0.05")
-  end
+  until os.time() > deadline
   return false, "the proxy has " .. proxy:stats().active .. " active connections and the process "
     .. helpers.fd_count() .. " descriptors (had " .. fds .. ")"
 end

@@ -198,7 +198,8 @@ describe("real bwrap sandbox", function()
       pids[#pids + 1] = support.start("socat UNIX-LISTEN:" .. q(proxy_sock) .. ",fork EXEC:cat")
       assert.is_true(support.wait_until("[ -S " .. q(proxy_sock) .. " ]"))
       -- a host loopback listener the sandbox must not reach directly
-      listener_port = 20000 + (helpers.pid() % 20000)
+      -- a port free now (a fixed or pid-derived one may be taken on a busy machine)
+      listener_port = require("support.proxy").closed_port()
       pids[#pids + 1] = support.start("socat TCP-LISTEN:" .. listener_port .. ",bind=127.0.0.1,reuseaddr,fork "
         .. "EXEC:'echo direct'")
       assert.is_true(support.wait_until("grep -q ':" .. ("%04X"):format(listener_port) .. " 00000000:0000 0A' "

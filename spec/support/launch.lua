@@ -20,7 +20,7 @@ end
 --- Waits (bounded, 10 s) until `test_expr` (a shell test) holds.
 function support.wait_until(test_expr)
   local code = helpers.run("i=0; until " .. test_expr .. "; do i=$((i+1)); "
-    .. "[ $i -ge 1000 ] && exit 1; sleep 0.01; done")
+    .. "[ $i -ge 3000 ] && exit 1; sleep 0.01; done")
   return code == 0
 end
 
