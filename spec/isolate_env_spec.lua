@@ -5,6 +5,7 @@
 -- env_inherit do what they say.
 local helpers = require("helpers")
 local cli = require("support.cli")
+local launchers = require("support.launchers")
 local session = require("isolation.session")
 local policy = require("isolation.policy")
 
@@ -117,11 +118,7 @@ describe("the session manager's environment", function()
     root = helpers.tmpdir()
     assert(os.execute("mkdir -p " .. q(root .. "/work")))
     lines = {}
-    mgr = assert(session.manager({
-      runtime_dir = root .. "/run",
-      launcher = function(cmdline) lines[#lines + 1] = cmdline; return { n = #lines } end,
-      alive = function() return true end,
-    }))
+    mgr = assert(session.manager(launchers.recording(lines, { runtime_dir = root .. "/run" })))
   end)
   after_each(function()
     mgr:close()

@@ -6,6 +6,7 @@
 local helpers = require("helpers")
 local tls = require("support.tls_upstream")
 local isolate_run = require("support.isolate_run")
+local launchers = require("support.launchers")
 
 local SECRET = "ghp-route-secret-fedcba9876543210"
 
@@ -171,11 +172,7 @@ describe("the session manager's secrets", function()
     root = helpers.tmpdir()
     assert(os.execute("mkdir -p " .. helpers.shquote(root .. "/work")))
     lines = {}
-    mgr = assert(session.manager({
-      runtime_dir = root .. "/run",
-      launcher = function(cmdline) lines[#lines + 1] = cmdline; return { n = #lines } end,
-      alive = function() return true end,
-    }))
+    mgr = assert(session.manager(launchers.recording(lines, { runtime_dir = root .. "/run" })))
   end)
   after_each(function()
     mgr:close()
