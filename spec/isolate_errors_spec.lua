@@ -40,16 +40,7 @@ local function lines(s)
 end
 
 -- Entries of a directory, sorted.
-local function entries(dir)
-  local out, scan = {}, uv.fs_scandir(dir)
-  while scan do
-    local name = uv.fs_scandir_next(scan)
-    if not name then break end
-    out[#out + 1] = name
-  end
-  table.sort(out)
-  return out
-end
+local entries = cli.ls
 
 describe("isolate: a program the run needs is not on PATH", function()
   local tmp, home, work, nobin
