@@ -395,14 +395,20 @@ describe("tools.plan: the layouts of fnm, volta, rbenv, asdf, mise, bun, deno, p
     assert.are.same({ v .. "/tools/image/packages/tiny", v .. "/tools/image/node/18.19.0" }, p.tools)
   end)
 
-  it("a FIFO where a version file is read counts as no file: plan does not wait for a writer", function()
-    -- before: version files were opened without O_NONBLOCK, and a FIFO at
-    -- ~/.rbenv/version held the plan (isolate's launch) until some writer
-    -- came; now every read goes through hostpaths.read_regular
+  -- rbenv's layout in home: versions 3.3.0 and 3.2.2, a shim; its root
+  local function rbenv()
     local r = home .. "/.rbenv"
     program(r .. "/versions/3.3.0/bin/ruby", "ruby", "3.3.0")
     program(r .. "/versions/3.2.2/bin/ruby", "ruby", "3.2.2")
     write(r .. "/shims/ruby", "#!/usr/bin/env bash\nexec rbenv exec ruby \"$@\"\n", tonumber("755", 8))
+    return r
+  end
+
+  it("a FIFO where a version file is read counts as no file: plan does not wait for a writer", function()
+    -- before: version files were opened without O_NONBLOCK, and a FIFO at
+    -- ~/.rbenv/version held the plan (isolate's launch) until some writer
+    -- came; now every read goes through hostpaths.read_regular
+    local r = rbenv()
     local q = helpers.shquote
     -- the plan in a child under a time bound: a wait would hold this process
     local script = 'package.path = "lua/?.lua;" .. package.path; package.cpath = "build/?.so;" .. package.cpath;'
@@ -422,10 +428,7 @@ describe("tools.plan: the layouts of fnm, volta, rbenv, asdf, mise, bun, deno, p
   end)
 
   it("rbenv: the shim's version from .ruby-version, RBENV_VERSION", function()
-    local r = home .. "/.rbenv"
-    program(r .. "/versions/3.3.0/bin/ruby", "ruby", "3.3.0")
-    program(r .. "/versions/3.2.2/bin/ruby", "ruby", "3.2.2")
-    write(r .. "/shims/ruby", "#!/usr/bin/env bash\nexec rbenv exec ruby \"$@\"\n", tonumber("755", 8))
+    local r = rbenv()
     write(r .. "/version", "3.2.2\n")
     write(work .. "/.ruby-version", "3.3.0\n")
     assert.are.same({ r .. "/versions/3.3.0" }, assert(plan("ruby", r .. "/shims")).tools)
