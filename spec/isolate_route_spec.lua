@@ -164,7 +164,6 @@ end)
 
 describe("the session manager's secrets", function()
   local session = require("isolation.session")
-  local policy = require("isolation.policy")
   local dir, root, mgr, lines, up
   setup(function() dir = tls.ca_and_leaf("IP:127.0.0.1") end)
   teardown(function() if dir then helpers.rmtree(dir) end end)
@@ -181,11 +180,7 @@ describe("the session manager's secrets", function()
     helpers.rmtree(root)
   end)
 
-  local function project()
-    local p = { id = "p" }
-    assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = "deny" } }))
-    return p
-  end
+  local function project() return launchers.project("deny") end
 
   it("secrets and agent_keys: the sandbox reaches the upstream with the values, which are in no line or env", function()
     if not dir then pending("openssl, python3 and curl are needed") return end

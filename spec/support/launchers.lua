@@ -1,10 +1,18 @@
 -- Spec support for the session manager: the launchers the specs give it
--- (a bash child per session on luv's loop, a recorder of the lines, a
--- counter that starts nothing), each as the manager's options.
+-- (a bash child per session on luv's loop, a child of the project's glue,
+-- a recorder of the lines, a counter that starts nothing), each as the
+-- manager's options, and the project a launch request names.
 local uv = require("luv")
 local helpers = require("helpers")
 
 local M = {}
+
+--- A project (id "p") whose isolation is bwrap with `network`.
+function M.project(network)
+  local p = { id = "p" }
+  assert(require("isolation.policy").patch_project(p, { isolation = { mode = "bwrap", network = network } }))
+  return p
+end
 
 --- `opts` (a table of session.manager options, changed and returned) with
 --- a launcher that runs each line with bash in a child on luv's loop,
@@ -17,6 +25,16 @@ function M.bash(exited, opts)
   end
   opts.alive = function(_, s) return exited[s.id] == nil end
   opts.stop = function(handle) handle:kill("sigterm") end
+  return opts
+end
+
+--- `opts` (changed and returned) with a launcher that runs the line the
+--- way the project's own glue does (support/glue.lua: io.popen, sh -c,
+--- setsid; its output in root/launch.log), alive and stop as glue's.
+function M.glue(root, opts)
+  local glue = require("support.glue")
+  opts.launcher = function(cmdline) return glue.start(cmdline, root .. "/launch.log") end
+  opts.alive, opts.stop = glue.alive, glue.stop
   return opts
 end
 
