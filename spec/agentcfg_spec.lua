@@ -11,12 +11,11 @@ local json = require("isolation.json")
 local helpers = require("helpers")
 local support = require("support.launch")
 local cli = require("support.cli")
+local launchers = require("support.launchers")
 
 local q = helpers.shquote
 
-local function index_of(t, v)
-  for i, x in ipairs(t) do if x == v then return i end end
-end
+local index_of = require("support.tables").index_of
 
 describe("agentcfg (lists)", function()
   it("AGENT_WRITABLE names the places each agent writes, and none that names a program", function()
@@ -285,16 +284,10 @@ EOF]], "claude")
     local exited, logged = {}, {}
     local save = os.getenv("HOME")
     uv.os_setenv("HOME", home)
-    local mgr = assert(session.manager({
+    local mgr = assert(session.manager(launchers.bash(exited, {
       runtime_dir = T .. "/run", loop = uv, poll_interval = 0.05,
       log = function(l) logged[#logged + 1] = l end,
-      launcher = function(cmdline, s)
-        return uv.spawn("bash", { args = { "-c", "exec " .. cmdline }, stdio = { nil, nil, nil } },
-          function(code, sig) exited[s.id] = sig ~= 0 and 128 + sig or code end)
-      end,
-      alive = function(_, s) return exited[s.id] == nil end,
-      stop = function(handle) handle:kill("sigterm") end,
-    }))
+    })))
     local ok, err = pcall(function()
       local s = assert(mgr:launch({ id = "c", isolation = { mode = "bwrap", network = "none" }, workdir = work,
         agent = "claude", command = [[t=$(sed 's/"numStartups":1/"numStartups":7,"mcpServers":{"x":{"command":"e"}}/']]

@@ -21,10 +21,7 @@ local function set_of(list)
   return s
 end
 
-local function index_of(list, v)
-  for i, x in ipairs(list) do if x == v then return i end end
-  return nil
-end
+local index_of = require("support.tables").index_of
 
 local function assert_no_duplicates(list)
   local seen = {}

@@ -15,9 +15,7 @@ local COMMANDS = { "-x", "+O", "--version", "-", "--", "-c", "+" }
 
 local PORT_BASE = 24000 + math.tointeger(require("luv").os_getpid()) % 20000
 
-local function index_of(t, v)
-  for i, x in ipairs(t) do if x == v then return i end end
-end
+local index_of = require("support.tables").index_of
 
 describe("a command starting with - or +", function()
   local dir, work, bin, stubs

@@ -2,12 +2,7 @@
 -- the normalized form keeping only what applies.
 local isolation = require("isolation")
 
-local function deep_copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = deep_copy(v) end
-  return c
-end
+local deep_copy = require("support.tables").deep_copy
 
 local function refused(t, pattern)
   local before = deep_copy(t)

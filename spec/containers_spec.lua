@@ -15,11 +15,7 @@ local shq = helpers.shquote
 local CURL = "curl -s -o /dev/null --max-time 15 "
 local TOOLS = { "bash", "cat", "ls", "stat", "touch", "chmod", "chown", "curl", "sleep", "socat" }
 
-local function kv(out)
-  local t = {}
-  for k, v in out:gmatch("([%w_]+)=([^\n]*)") do t[k] = v end
-  return t
-end
+local kv = require("support.tables").kv
 
 -- Runs `line` (exec'd, so that the background pid is the engine's client)
 -- behind `prefix`; once the command has written `started` (a path in the

@@ -23,11 +23,7 @@ local function launch(spec_base, script, overrides)
 end
 
 -- Lines "key=value" of a sandbox's output, as a table.
-local function kv(out)
-  local t = {}
-  for k, v in out:gmatch("([%w_]+)=([^\n]*)") do t[k] = v end
-  return t
-end
+local kv = require("support.tables").kv
 
 -- Processes on the host whose command line mentions `needle` (read here,
 -- so that no helper process with the needle in its own arguments counts).

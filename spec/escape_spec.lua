@@ -4,7 +4,7 @@
 local uv = require("luv")
 local helpers = require("helpers")
 local glue = require("support.glue")
-local policy = require("isolation.policy")
+local launchers = require("support.launchers")
 local session = require("isolation.session")
 
 local shq = helpers.shquote
@@ -16,23 +16,13 @@ local ISOLATE = shq(require("support.cli").ISOLATE)
 local LIST_FDS = "for p in /proc/[0-9]*; do for f in $p/fd/*; do "
   .. "printf '%s %s %s\\n' \"${p#/proc/}\" \"${f##*/}\" \"$(readlink \"$f\")\"; done; done"
 
-local function project(network)
-  local p = { id = "p" }
-  assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = network } }))
-  return p
-end
+local project = launchers.project
 
 -- A manager whose launcher runs the line the way the project's own glue
 -- does (io.popen, sh -c, setsid): a child of this process, so that every
 -- descriptor this process holds without close-on-exec reaches the line.
 local function manager(root, extra)
-  local o = {
-    runtime_dir = root .. "/run",
-    launcher = function(cmdline) return glue.start(cmdline, root .. "/launch.log") end,
-    alive = glue.alive,
-    stop = glue.stop,
-    log = function() end,
-  }
+  local o = launchers.glue(root, { runtime_dir = root .. "/run", log = function() end })
   for k, v in pairs(extra or {}) do o[k] = v end
   return assert(session.manager(o))
 end

@@ -59,23 +59,14 @@ describe("policy: a falsy-looking isolation is an error, never no isolation", fu
 end)
 
 describe("session manager: falsy-looking request fields", function()
-  local uv = require("luv")
-  local session = require("isolation.session")
-  local root, mgr, launched
+  local launchers = require("support.launchers")
+  local c, root, mgr
 
   before_each(function()
-    root = helpers.tmpdir()
-    assert(uv.fs_mkdir(root .. "/work", 448))
-    launched = 0
-    mgr = assert(session.manager({ runtime_dir = root .. "/run", launcher = function()
-      launched = launched + 1
-      return { pid = 0 }
-    end }))
+    c = launchers.counting()
+    root, mgr = c.root, c.mgr
   end)
-  after_each(function()
-    mgr:close()
-    helpers.rmtree(root)
-  end)
+  after_each(function() c:close() end)
 
   local function request(extra)
     local r = { id = "s", workdir = root .. "/work", command = "true",
@@ -89,7 +80,7 @@ describe("session manager: falsy-looking request fields", function()
       local s, err = mgr:launch(request({ yolo = v }))
       assert.is_nil(s)
       assert.matches("yolo", err, 1, true)
-      assert.equal(0, launched)
+      assert.equal(0, c.launched)
     end)
   end
 
@@ -99,7 +90,7 @@ describe("session manager: falsy-looking request fields", function()
       it("refuses isolation = " .. name .. " and continuation = " .. name .. " (no silent opt-out)", function()
         assert.is_nil(mgr:launch(request({ isolation = v })))
         assert.is_nil(mgr:launch(request({ continuation = v })))
-        assert.equal(0, launched)
+        assert.equal(0, c.launched)
       end)
     end
   end

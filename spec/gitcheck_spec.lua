@@ -8,7 +8,7 @@ local uv = require("luv")
 local helpers = require("helpers")
 local glue = require("support.glue")
 local gitcheck = require("isolation.gitcheck")
-local policy = require("isolation.policy")
+local launchers = require("support.launchers")
 local session = require("isolation.session")
 
 local shq = helpers.shquote
@@ -66,11 +66,7 @@ describe("gitcheck: config kept by key", function()
   end)
 end)
 
-local function project(network)
-  local p = { id = "p" }
-  assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = network } }))
-  return p
-end
+local project = launchers.project
 
 -- Runs `command` in a sandbox on `wd` the way `how` says ("isolate" or
 -- "session"); returns isolate's exit code (0 for the manager), the report
@@ -81,13 +77,11 @@ local function run_inside(how, root, wd, command)
     return code, err
   end
   local said, cut = {}, nil
-  local mgr = assert(session.manager({
+  local mgr = assert(session.manager(launchers.glue(root, {
     runtime_dir = root .. "/run",
-    launcher = function(cmdline) return glue.start(cmdline, root .. "/launch.log") end,
-    alive = glue.alive, stop = glue.stop,
     log = function(l) said[#said + 1] = l end,
     on_end = function(_, _, _, why) cut = why end,
-  }))
+  })))
   local s = assert(mgr:launch({ id = "s1", project = project("none"), agent = "claude", workdir = wd,
     command = "(" .. command .. ") > /dev/null 2>&1; echo done > " .. shq(root .. "/wd-done") }))
   -- the done file is outside the workdir: only the line's end is waited for

@@ -170,7 +170,6 @@ describe("gpu devices", function()
 end)
 
 describe("gpu devices through the session manager", function()
-  local policy = require("isolation.policy")
   local session = require("isolation.session")
 
   it("gpu = true reaches the line; a non-local target is refused, naming gpu and the target", function()
@@ -184,8 +183,7 @@ describe("gpu devices through the session manager", function()
       line = cmdline
       return {}
     end, alive = function() return false end, stop = function() end }))
-    local p = { id = "p" }
-    assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = "allow" } }))
+    local p = require("support.launchers").project("allow")
     with_root(root, function()
       assert(mgr:launch({ id = "g1", project = p, workdir = work, command = "true", gpu = true }))
       assert.truthy(line:find("'--dev-bind-try' '" .. root .. "/nvidia0' '/dev/nvidia0'", 1, true), line)

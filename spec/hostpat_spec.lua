@@ -3,12 +3,7 @@
 -- internal, exposed for these specs).
 local isolation = require("isolation")
 
-local function deep_copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = deep_copy(v) end
-  return c
-end
+local deep_copy = require("support.tables").deep_copy
 
 local function allowed(patterns, host, port)
   if type(patterns) == "string" then patterns = { patterns } end

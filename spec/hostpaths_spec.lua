@@ -13,7 +13,7 @@ local hostpaths = require("isolation.hostpaths")
 
 local q = helpers.shquote
 
-local function exists(path) return uv.fs_lstat(path) ~= nil end
+local exists = helpers.exists
 
 -- isolate.* proxy directories in dir
 local function proxy_dirs(dir)

@@ -6,35 +6,23 @@
 -- --resolve (the proxy's `resolve` option), so no DNS is involved.
 local helpers = require("helpers")
 local cli = require("support.cli")
+local isolate_run = require("support.isolate_run")
 
 local PINNED = "pinned.example.com"
 
 describe("isolate's denial summary", function()
-  local tmp, home, up
+  local fx, tmp, up
   before_each(function()
-    tmp = helpers.tmpdir()
-    home = helpers.tmpdir() -- a HOME of its own: CI may run without one
-    up = cli.upstream()
+    fx = isolate_run.new(1)
+    tmp, up = fx.tmp, fx.up
   end)
-  after_each(function()
-    up.stop()
-    helpers.rmtree(tmp)
-    helpers.rmtree(home)
-  end)
+  after_each(function() fx:close() end)
 
   local function run(extra, script)
-    local args = { "--workdir", tmp, "--resolve", PINNED .. ":127.0.0.1", "--allow-host", PINNED }
-    for _, a in ipairs(extra) do args[#args + 1] = a end
-    args[#args + 1] = "--"
-    args[#args + 1] = "sh"
-    args[#args + 1] = "-c"
-    args[#args + 1] = script
-    return cli.isolate(args, { env = { "TMPDIR=" .. tmp, "HOME=" .. home } })
+    return fx:sh({ "--workdir", tmp, "--resolve", PINNED .. ":127.0.0.1", "--allow-host", PINNED }, extra, script)
   end
 
-  local function curl(url, label)
-    return "curl -s --max-time 20 -o /dev/null -w '" .. label .. " %{http_code}\\n' " .. url .. "; "
-  end
+  local curl = isolate_run.curl_code
 
   it("separates hosts not on the allowlist from allowed names refused for their address", function()
     if helpers.skip_without_bwrap() then return end

@@ -5,8 +5,8 @@
 -- env_inherit do what they say.
 local helpers = require("helpers")
 local cli = require("support.cli")
+local launchers = require("support.launchers")
 local session = require("isolation.session")
-local policy = require("isolation.policy")
 
 local q = helpers.shquote
 local CANARY = "AKIA-isolate-canary-77"
@@ -117,11 +117,7 @@ describe("the session manager's environment", function()
     root = helpers.tmpdir()
     assert(os.execute("mkdir -p " .. q(root .. "/work")))
     lines = {}
-    mgr = assert(session.manager({
-      runtime_dir = root .. "/run",
-      launcher = function(cmdline) lines[#lines + 1] = cmdline; return { n = #lines } end,
-      alive = function() return true end,
-    }))
+    mgr = assert(session.manager(launchers.recording(lines, { runtime_dir = root .. "/run" })))
   end)
   after_each(function()
     mgr:close()
@@ -140,11 +136,7 @@ describe("the session manager's environment", function()
     return helpers.read(root .. "/work/env.out") or ""
   end
 
-  local function project()
-    local p = { id = "p" }
-    assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = "allow" } }))
-    return p
-  end
+  local function project() return launchers.project("allow") end
 
   it("launches with the clean base by default: a canary stays out, the agent's key gets in", function()
     if helpers.skip_without_bwrap() then return end

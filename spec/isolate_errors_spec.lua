@@ -8,6 +8,7 @@
 local uv = require("luv")
 local helpers = require("helpers")
 local cli = require("support.cli")
+local isolate_run = require("support.isolate_run")
 
 local q = helpers.shquote
 
@@ -39,16 +40,7 @@ local function lines(s)
 end
 
 -- Entries of a directory, sorted.
-local function entries(dir)
-  local out, scan = {}, uv.fs_scandir(dir)
-  while scan do
-    local name = uv.fs_scandir_next(scan)
-    if not name then break end
-    out[#out + 1] = name
-  end
-  table.sort(out)
-  return out
-end
+local entries = cli.ls
 
 describe("isolate: a program the run needs is not on PATH", function()
   local tmp, home, work, nobin
@@ -275,36 +267,23 @@ describe("isolate: an option typo", function()
 end)
 
 describe("isolate --learn: its last words", function()
-  local tmp, home, up
+  local fx, tmp, up
   before_each(function()
-    tmp = helpers.tmpdir()
-    home = helpers.tmpdir()
-    up = cli.upstream()
+    fx = isolate_run.new(1)
+    tmp, up = fx.tmp, fx.up
   end)
-  after_each(function()
-    up.stop()
-    helpers.rmtree(tmp)
-    helpers.rmtree(home)
-  end)
+  after_each(function() fx:close() end)
 
   local NAMES = { "one.example.com", "two.example.com", "three.example.com" }
 
   -- isolate with the three names pinned to the upstream's loopback address
   -- (no DNS), `extra` options, and a command curling each name.
   local function run(extra)
-    local args = { "--workdir", tmp }
-    for _, n in ipairs(NAMES) do
-      args[#args + 1] = "--resolve"
-      args[#args + 1] = n .. ":127.0.0.1"
-    end
-    for _, a in ipairs(extra) do args[#args + 1] = a end
     local script = ""
     for _, n in ipairs(NAMES) do
-      script = script .. "curl -s --max-time 20 -o /dev/null -w '" .. n .. " %{http_code}\\n' http://" .. n .. ":"
-        .. up.port .. "/; "
+      script = script .. isolate_run.curl_code("http://" .. n .. ":" .. up.port .. "/", n)
     end
-    for _, a in ipairs({ "--", "sh", "-c", script }) do args[#args + 1] = a end
-    return cli.isolate(args, { env = { "TMPDIR=" .. tmp, "HOME=" .. home } })
+    return fx:sh(isolate_run.resolve(NAMES, nil, { "--workdir", tmp }), extra, script)
   end
 
   it("every request refused: does not say the command made none", function()

@@ -18,9 +18,7 @@ local function glue_sleep(secs)
   os.execute("sleep " .. secs)
 end
 
-local function exists(path)
-  return uv.fs_lstat(path) ~= nil
-end
+local exists = helpers.exists
 
 describe("isolate --config", function()
   local tmp

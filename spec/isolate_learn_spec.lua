@@ -13,7 +13,7 @@
 -- code, and are not learned.
 local cjson = require("cjson")
 local helpers = require("helpers")
-local cli = require("support.cli")
+local isolate_run = require("support.isolate_run")
 
 local NAMES = { "one.example.com", "two.example.com", "three.example.com" }
 local FOURTH = "four.example.com"
@@ -21,37 +21,23 @@ local PRIVATE = "private.example.com" -- pinned to 127.0.0.2
 local SNI_HOST = "tunnel.example.com" -- CONNECTed to; the ClientHello names another
 
 describe("isolate --learn", function()
-  local tmp, home, ups
+  local fx, tmp, home, ups
   before_each(function()
-    tmp = helpers.tmpdir()
-    home = helpers.tmpdir()
-    ups = {}
-    for i = 1, 3 do ups[i] = cli.upstream() end
+    fx = isolate_run.new(3)
+    tmp, home, ups = fx.tmp, fx.home, fx.ups
   end)
-  after_each(function()
-    for _, u in ipairs(ups) do u.stop() end
-    helpers.rmtree(tmp)
-    helpers.rmtree(home)
-  end)
+  after_each(function() fx:close() end)
 
   local function run(extra, script)
-    local args = { "--workdir", tmp, "--allow-host", "127.0.0.1" }
-    for _, n in ipairs(NAMES) do
-      args[#args + 1] = "--resolve"
-      args[#args + 1] = n .. ":127.0.0.1"
-    end
+    local head = isolate_run.resolve(NAMES, nil, { "--workdir", tmp, "--allow-host", "127.0.0.1" })
     for _, a in ipairs({ "--resolve", FOURTH .. ":127.0.0.1", "--resolve", PRIVATE .. ":127.0.0.2",
       "--resolve", SNI_HOST .. ":127.0.0.1" }) do
-      args[#args + 1] = a
+      head[#head + 1] = a
     end
-    for _, a in ipairs(extra) do args[#args + 1] = a end
-    for _, a in ipairs({ "--", "sh", "-c", script }) do args[#args + 1] = a end
-    return cli.isolate(args, { env = { "TMPDIR=" .. tmp, "HOME=" .. home } })
+    return fx:sh(head, extra, script)
   end
 
-  local function curl(url, label, more)
-    return "curl -s --max-time 20 -o /dev/null -w '" .. label .. " %{http_code}\\n' " .. (more or "") .. url .. "; "
-  end
+  local curl = isolate_run.curl_code
 
   local function log_lines(path)
     local out = {}
@@ -129,7 +115,7 @@ describe("isolate --learn", function()
       for _, a in ipairs(opt) do args[#args + 1] = a end
       args[#args + 1] = "--"
       args[#args + 1] = "true"
-      local status, _, err = cli.isolate(args, { env = { "TMPDIR=" .. tmp, "HOME=" .. home } })
+      local status, _, err = fx:isolate(args)
       assert.are.equal(2, status, err)
       assert.truthy(err:find(opt[1] .. " has no effect here", 1, true), err)
     end

@@ -6,32 +6,24 @@
 local uv = require("luv")
 local cjson = require("cjson")
 local helpers = require("helpers")
-local cli = require("support.cli")
+local isolate_run = require("support.isolate_run")
 
 local PINNED = "pinned.example.com"
 
 describe("isolate --log", function()
-  local tmp, home, up
+  local fx, tmp, up
   before_each(function()
-    tmp = helpers.tmpdir()
-    home = helpers.tmpdir()
-    up = cli.upstream()
+    fx = isolate_run.new(1)
+    tmp, up = fx.tmp, fx.up
   end)
-  after_each(function()
-    up.stop()
-    helpers.rmtree(tmp)
-    helpers.rmtree(home)
-  end)
+  after_each(function() fx:close() end)
 
   local function run(extra, script)
     -- the workdir beside the log: a workdir holding it is refused (spec/hostpaths_spec.lua)
     local work = tmp .. "/work"
     uv.fs_mkdir(work, 448)
-    local args = { "--workdir", work, "--resolve", PINNED .. ":127.0.0.1", "--allow-host", PINNED,
-      "--allow-host", "127.0.0.1" }
-    for _, a in ipairs(extra) do args[#args + 1] = a end
-    for _, a in ipairs({ "--", "sh", "-c", script }) do args[#args + 1] = a end
-    return cli.isolate(args, { env = { "TMPDIR=" .. tmp, "HOME=" .. home } })
+    return fx:sh({ "--workdir", work, "--resolve", PINNED .. ":127.0.0.1", "--allow-host", PINNED,
+      "--allow-host", "127.0.0.1" }, extra, script)
   end
 
   local function requests(n)

@@ -4,41 +4,32 @@
 -- secret is nowhere inside (env, every /proc/*/environ and cmdline) nor in
 -- isolate's output or its dry run.
 local helpers = require("helpers")
-local cli = require("support.cli")
 local tls = require("support.tls_upstream")
+local isolate_run = require("support.isolate_run")
+local launchers = require("support.launchers")
 
 local SECRET = "ghp-route-secret-fedcba9876543210"
 
 describe("isolate --secret", function()
-  local dir, tmp, home, up
-  setup(function()
-    if not tls.available() then return end
-    dir = helpers.tmpdir()
-    tls.make_ca(dir, "ca")
-    tls.make_leaf(dir, "ca", "good", "DNS:up.example.com,IP:127.0.0.1")
-  end)
+  local dir, fx, tmp, up
+  setup(function() dir = tls.ca_and_leaf("DNS:up.example.com,IP:127.0.0.1") end)
   teardown(function() if dir then helpers.rmtree(dir) end end)
   before_each(function()
-    tmp = helpers.tmpdir()
-    home = helpers.tmpdir()
+    fx = isolate_run.new()
+    tmp = fx.tmp
   end)
-  after_each(function()
-    if up then up.stop() end
-    up = nil
-    helpers.rmtree(tmp)
-    helpers.rmtree(home)
-  end)
+  after_each(function() fx:close() end)
 
   local function isolate(args)
     local all = { "--workdir", tmp }
     for _, a in ipairs(args) do all[#all + 1] = a end
-    return cli.isolate(all, { env = { "MY_TOKEN=" .. SECRET, "TMPDIR=" .. tmp, "HOME=" .. home } })
+    return fx:isolate(all, { env = { "MY_TOKEN=" .. SECRET } })
   end
 
   it("curl and urllib reach the upstream with the real secret; it is nowhere inside", function()
     if not dir then pending("openssl, python3 and curl are needed") return end
     if helpers.skip_without_bwrap() then return end
-    up = tls.start(dir, "good")
+    up = fx:upstream(tls.start(dir, "good"))
     local url = "https://127.0.0.1:" .. up.port .. "/api"
     local script = [[
 curl -sS --max-time 20 -H 'Authorization: Bearer mine' "$ISOLATION_ROUTE_UP/v1/json" > curl.out 2> curl.err
@@ -86,7 +77,7 @@ env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'
   it("the placeholder is useless elsewhere: sent to another allowed host it is only the placeholder", function()
     if not dir then pending("openssl, python3 and curl are needed") return end
     if helpers.skip_without_bwrap() then return end
-    up = tls.start(dir, "good")
+    up = fx:upstream(tls.start(dir, "good"))
     assert(os.execute("cp " .. helpers.shquote(dir .. "/ca.pem") .. " " .. helpers.shquote(tmp .. "/ca.pem")))
     -- the same upstream, reached directly (CONNECT, admitted by --allow-host), not through the route
     helpers.write(tmp .. "/t.sh", ([[
@@ -108,17 +99,16 @@ curl -sS --max-time 20 --cacert ca.pem -H "x-api-key: $MY_TOKEN" -H "Authorizati
   it("--agent claude with its key set makes its route: a Messages request inside carries the real key", function()
     if not dir then pending("openssl, python3 and curl are needed") return end
     if helpers.skip_without_bwrap() then return end
-    up = tls.start(dir, "good")
+    up = fx:upstream(tls.start(dir, "good"))
     helpers.write(tmp .. "/t.sh", [[
 curl -sS --max-time 20 -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" \
   -H 'content-type: application/json' -d '{"stream": true}' > curl.out 2> curl.err
 echo "base $ANTHROPIC_BASE_URL key $ANTHROPIC_API_KEY token $ANTHROPIC_AUTH_TOKEN"
 env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'
 ]])
-    local status, out, err = cli.isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude",
+    local status, out, err = fx:isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude",
       "--upstream-ca", dir .. "/ca.pem", "--", "bash", "t.sh" }, { env = { "ANTHROPIC_API_KEY=" .. SECRET,
-      "ANTHROPIC_AUTH_TOKEN=" .. SECRET .. "-2", "ANTHROPIC_BASE_URL=https://127.0.0.1:" .. up.port,
-      "TMPDIR=" .. tmp, "HOME=" .. home } })
+      "ANTHROPIC_AUTH_TOKEN=" .. SECRET .. "-2", "ANTHROPIC_BASE_URL=https://127.0.0.1:" .. up.port } })
     assert.are.equal(0, status, err)
     assert.truthy(out:find("base http://127.0.0.1:3128/claude key isolation-route-claude token isolation-route-claude",
       1, true), out)
@@ -133,14 +123,14 @@ env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'
 
   it("--agent claude's route takes the model hosts off the allowlist; --no-routes keeps them", function()
     if helpers.skip_without_bwrap() then return end
-    local env = { env = { "ANTHROPIC_API_KEY=" .. SECRET, "TMPDIR=" .. tmp, "HOME=" .. home } }
-    local status, out, err = cli.isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude", "--dry-run",
+    local env = { env = { "ANTHROPIC_API_KEY=" .. SECRET } }
+    local status, out, err = fx:isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude", "--dry-run",
       "--", "true" }, env)
     assert.are.equal(0, status, err)
     assert.truthy(out:find("route claude: https://api.anthropic.com", 1, true), out)
     assert.is_nil(out:find("\n  api.anthropic.com\n", 1, true), out)
     assert.is_nil(out:find(SECRET, 1, true))
-    status, out = cli.isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude", "--no-routes",
+    status, out = fx:isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude", "--no-routes",
       "--dry-run", "--", "true" }, env)
     assert.are.equal(0, status)
     assert.truthy(out:find("\n  api.anthropic.com\n", 1, true), out)
@@ -174,24 +164,14 @@ end)
 
 describe("the session manager's secrets", function()
   local session = require("isolation.session")
-  local policy = require("isolation.policy")
   local dir, root, mgr, lines, up
-  setup(function()
-    if not tls.available() then return end
-    dir = helpers.tmpdir()
-    tls.make_ca(dir, "ca")
-    tls.make_leaf(dir, "ca", "good", "IP:127.0.0.1")
-  end)
+  setup(function() dir = tls.ca_and_leaf("IP:127.0.0.1") end)
   teardown(function() if dir then helpers.rmtree(dir) end end)
   before_each(function()
     root = helpers.tmpdir()
     assert(os.execute("mkdir -p " .. helpers.shquote(root .. "/work")))
     lines = {}
-    mgr = assert(session.manager({
-      runtime_dir = root .. "/run",
-      launcher = function(cmdline) lines[#lines + 1] = cmdline; return { n = #lines } end,
-      alive = function() return true end,
-    }))
+    mgr = assert(session.manager(launchers.recording(lines, { runtime_dir = root .. "/run" })))
   end)
   after_each(function()
     mgr:close()
@@ -200,11 +180,7 @@ describe("the session manager's secrets", function()
     helpers.rmtree(root)
   end)
 
-  local function project()
-    local p = { id = "p" }
-    assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = "deny" } }))
-    return p
-  end
+  local function project() return launchers.project("deny") end
 
   it("secrets and agent_keys: the sandbox reaches the upstream with the values, which are in no line or env", function()
     if not dir then pending("openssl, python3 and curl are needed") return end
@@ -237,25 +213,22 @@ describe("the session manager's secrets", function()
 end)
 
 describe("git through a route", function()
-  local dir, tmp, home, up
+  local dir, fx
   setup(function()
-    if not tls.available() or helpers.run("command -v git") ~= 0 then return end
-    dir = helpers.tmpdir()
-    tls.make_ca(dir, "ca")
-    tls.make_leaf(dir, "ca", "good", "IP:127.0.0.1")
+    if helpers.run("command -v git") ~= 0 then return end
+    dir = tls.ca_and_leaf("IP:127.0.0.1")
   end)
   teardown(function() if dir then helpers.rmtree(dir) end end)
   after_each(function()
-    if up then up.stop() end
-    up = nil
-    if tmp then helpers.rmtree(tmp) end
-    if home then helpers.rmtree(home) end
+    if fx then fx:close() end
+    fx = nil
   end)
 
   it("clone, fetch and push over smart HTTP from a deny sandbox; the server checks the token", function()
     if not dir then pending("openssl, python3, curl and git are needed") return end
     if helpers.skip_without_bwrap() then return end
-    tmp, home = helpers.tmpdir(), helpers.tmpdir()
+    fx = isolate_run.new()
+    local tmp, home = fx.tmp, fx.home
     local q = helpers.shquote
     local code, _, err = helpers.run(("set -e; D=%s; mkdir -p $D/git; git init -q --bare $D/git/repo.git;"
       .. " git -C $D/git/repo.git config http.receivepack true;"
@@ -265,7 +238,7 @@ describe("git through a route", function()
     assert.are.equal(0, code, err)
     local _, enc = helpers.run("printf %s " .. helpers.shquote("x-access-token:" .. SECRET) .. " | base64 -w0")
     helpers.write(dir .. "/git_auth", "Basic " .. enc)
-    up = tls.start(dir, "good")
+    local up = fx:upstream(tls.start(dir, "good"))
     local url = "https://127.0.0.1:" .. up.port .. "/git"
     helpers.write(tmp .. "/t.sh", ([[
 set -e
@@ -276,9 +249,9 @@ git push -q origin HEAD:main
 git fetch -q origin
 git log --format=%%s origin/main
 ]]):format(url))
-    local status, out, errout = cli.isolate({ "--workdir", tmp, "--network", "deny", "--secret",
+    local status, out, errout = fx:isolate({ "--workdir", tmp, "--network", "deny", "--secret",
       "gitup=GIT_TOKEN@" .. url .. "#basic:x-access-token", "--git", "--upstream-ca", dir .. "/ca.pem",
-      "--", "bash", "t.sh" }, { env = { "GIT_TOKEN=" .. SECRET, "TMPDIR=" .. tmp, "HOME=" .. home } })
+      "--", "bash", "t.sh" }, { env = { "GIT_TOKEN=" .. SECRET } })
     assert.are.equal(0, status, errout)
     assert.are.equal("second\nfirst\n", out)
     assert.is_nil((out .. errout):find(SECRET, 1, true))

@@ -13,7 +13,7 @@
 -- 0.0.0.0/0 --allow-private --allow-host *.evil.example:PORT", and the
 -- reason (with the forged text) was printed after the code.
 local helpers = require("helpers")
-local cli = require("support.cli")
+local isolate_run = require("support.isolate_run")
 local parsers = require("support.parsers")
 
 local PINNED = "pinned.example.com" -- admitted, pinned to 127.0.0.1 (admitted by 127.0.0.1:PORT)
@@ -113,34 +113,21 @@ local function summary(err)
 end
 
 describe("isolate's summary and learned options from client-controlled fields", function()
-  local tmp, home, up
+  local fx, tmp, up
   before_each(function()
-    tmp = helpers.tmpdir()
-    home = helpers.tmpdir()
-    up = cli.upstream()
+    fx = isolate_run.new(1)
+    tmp, up = fx.tmp, fx.up
   end)
-  after_each(function()
-    up.stop()
-    helpers.rmtree(tmp)
-    helpers.rmtree(home)
-  end)
+  after_each(function() fx:close() end)
 
   local function run(extra)
-    local f = assert(io.open(tmp .. "/cases", "wb"))
-    f:write(client_input(up.port))
-    f:close()
-    f = assert(io.open(tmp .. "/client.py", "wb"))
-    f:write(CLIENT)
-    f:close()
-    local args = { "--workdir", tmp, "--resolve", PINNED .. ":127.0.0.1", "--resolve", PRIVATE .. ":127.0.0.2",
+    helpers.write(tmp .. "/cases", client_input(up.port))
+    helpers.write(tmp .. "/client.py", CLIENT)
+    local head = { "--workdir", tmp, "--resolve", PINNED .. ":127.0.0.1", "--resolve", PRIVATE .. ":127.0.0.2",
       "--resolve", UNLISTED .. ":127.0.0.1", "--allow-host", PINNED, "--allow-host", PRIVATE,
       "--allow-host", "127.0.0.1:" .. up.port }
-    for _, a in ipairs(extra) do args[#args + 1] = a end
     -- the cases on the client's stdin, through sh (cli.isolate gives it none)
-    for _, a in ipairs({ "--", "sh", "-c", PYTHON .. " " .. tmp .. "/client.py < " .. tmp .. "/cases" }) do
-      args[#args + 1] = a
-    end
-    return cli.isolate(args, { env = { "TMPDIR=" .. tmp, "HOME=" .. home }, timeout = 120 })
+    return fx:sh(head, extra, PYTHON .. " " .. tmp .. "/client.py < " .. tmp .. "/cases", { timeout = 120 })
   end
 
   local function skip()

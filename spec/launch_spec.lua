@@ -51,12 +51,7 @@ local function index_of(argv, ...)
   return nil
 end
 
-local function deep_copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = deep_copy(v) end
-  return c
-end
+local deep_copy = require("support.tables").deep_copy
 
 -- The names docker passes from the launching shell (-e NAME), PATH aside.
 local DOCKER_BASE_ENV = { "LANG", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY",

@@ -18,10 +18,7 @@ local function spec_with(l, via, extra)
   return s
 end
 
-local function index_of(list, v, from)
-  for i = from or 1, #list do if list[i] == v then return i end end
-  return nil
-end
+local index_of = require("support.tables").index_of
 
 describe("limits in the launch spec (pure)", function()
   it("bwrap_argv starts with bwrap and sizes both private tmpfs with --size before --tmpfs", function()

@@ -12,6 +12,7 @@ local isolation = require("isolation")
 local session = require("isolation.session")
 local helpers = require("helpers")
 local cli = require("support.cli")
+local isolate_run = require("support.isolate_run")
 
 -- The first registry of the defaults that is a plain name (npm's comes
 -- from npm's configuration and may carry a port or a path-free URL host).
@@ -28,21 +29,14 @@ local function set(list)
 end
 
 describe("isolate --no-default-hosts", function()
-  local tmp, home, up
+  local fx, tmp
   before_each(function()
-    tmp = helpers.tmpdir()
-    home = helpers.tmpdir()
+    fx = isolate_run.new()
+    tmp = fx.tmp
   end)
-  after_each(function()
-    if up then up.stop() end
-    up = nil
-    helpers.rmtree(tmp)
-    helpers.rmtree(home)
-  end)
+  after_each(function() fx:close() end)
 
-  local function isolate(args)
-    return cli.isolate(args, { env = { "TMPDIR=" .. tmp, "HOME=" .. home } })
-  end
+  local function isolate(args) return fx:isolate(args) end
 
   -- the "proxy allowlist" lines of a dry run
   local function dry_allowlist(extra)
@@ -80,7 +74,7 @@ describe("isolate --no-default-hosts", function()
   it("a registry the defaults admit gets 403 under it; --allow-host still admits it", function()
     if helpers.skip_without_bwrap() then return end
     local registry = assert(a_registry(), "default_allow_hosts has no plain name")
-    up = cli.upstream()
+    local up = fx:upstream()
     local url = "http://" .. registry .. ":" .. up.port .. "/"
     local function run(extra)
       -- pinned to the upstream's loopback address: --allow-private lets an

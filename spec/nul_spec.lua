@@ -27,12 +27,7 @@ local function with_nul_ends(s)
   return { all[1], all[(#all + 1) // 2], all[#all] }
 end
 
-local function deepcopy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = deepcopy(v) end
-  return c
-end
+local deepcopy = require("support.tables").deep_copy
 
 -- A copy of t with t[path[1]][path[2]]... set to v.
 local function with_value(t, path, v)
@@ -451,23 +446,14 @@ describe("a NUL byte in isolate --config", function()
 end)
 
 describe("a NUL byte in a session manager's launch request", function()
-  local uv = require("luv")
-  local session = require("isolation.session")
-  local root, mgr, launched
+  local launchers = require("support.launchers")
+  local c, root, mgr
 
   before_each(function()
-    root = helpers.tmpdir()
-    assert(uv.fs_mkdir(root .. "/work", 448))
-    launched = 0
-    mgr = assert(session.manager({ runtime_dir = root .. "/run", launcher = function()
-      launched = launched + 1
-      return { pid = 0 }
-    end }))
+    c = launchers.counting()
+    root, mgr = c.root, c.mgr
   end)
-  after_each(function()
-    mgr:close()
-    helpers.rmtree(root)
-  end)
+  after_each(function() c:close() end)
 
   local function request()
     return {
@@ -481,7 +467,7 @@ describe("a NUL byte in a session manager's launch request", function()
   local function refused(field, req, v)
     local s, err = mgr:launch(req)
     assert_refused(field, v, s, err, "launch " .. field)
-    assert.equal(0, launched)
+    assert.equal(0, c.launched)
     local code, out = helpers.run("ls -A " .. helpers.shquote(root .. "/run"))
     assert.equal(0, code)
     assert.equal("sandbox-seccomp.bpf\n", out)
@@ -489,7 +475,7 @@ describe("a NUL byte in a session manager's launch request", function()
 
   it("launches the base request (the property below is not vacuous)", function()
     assert.truthy(mgr:launch(request()))
-    assert.equal(1, launched)
+    assert.equal(1, c.launched)
   end)
 
   local FIELDS = {

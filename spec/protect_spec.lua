@@ -14,11 +14,7 @@ local function uv_lstat(path)
   return require("luv").fs_lstat(path)
 end
 
-local function index_of(t, v, from)
-  for i = from or 1, #t do
-    if t[i] == v then return i end
-  end
-end
+local index_of = require("support.tables").index_of
 
 local function bwrap(spec)
   spec.config = spec.config or { mode = "bwrap", network = "allow" }

@@ -177,25 +177,10 @@ describe("isolation.proxy error replies", function()
 
   it("504 connect_timeout names the host", function()
     -- a child's listener that never accepts, its backlog filled
-    local script = [[local uv = require("luv"); local s = uv.new_tcp(); assert(s:bind("127.0.0.1", 0));
-      assert(s:listen(0, function() end));
-      io.stdout:write(s:getsockname().port, " ", uv.os_getpid(), "\n"); io.stdout:flush();
-      uv.sleep(15000)]]
-    local pipe = io.popen("exec " .. helpers.NO_SANITIZER .. "lua5.4 -e '" .. script .. "'")
-    local port, pid = pipe:read("l"):match("^(%d+) (%d+)$")
-    local fillers = {}
-    for i = 1, 4 do
-      local h = uv.new_tcp()
-      h:connect("127.0.0.1", tonumber(port), function() end)
-      fillers[i] = h
-    end
-    W.settle(0.3)
+    local port, release = W.stalled_port()
     proxy({ connect_timeout = 1 })
     local data = ask("CONNECT 127.0.0.1:" .. port .. " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 10)
-    for _, h in ipairs(fillers) do h:close() end
-    W.settle(0.05) -- luv frees a closed handle's pending connect only on its loop
-    os.execute("kill " .. pid)
-    pipe:close()
+    release()
     check(data, 504, "connect_timeout", "127.0.0.1:" .. port, events)
   end)
 
@@ -233,8 +218,8 @@ describe("isolation.proxy SOCKS5 reply codes", function()
   setup(function() up = upstream.start() end)
   teardown(function() up:stop() end)
 
-  local function be16(n) return string.char(n >> 8, n & 0xff) end
-  local function by_name(name, port) return "\5\1\0\3" .. string.char(#name) .. name .. be16(port) end
+  local socks5 = require("support.socks5")
+  local be16, by_name = socks5.be16, socks5.by_name
 
   -- The SOCKS reply code for one request (nil: closed without a reply).
   local function rep(p, req, timeout)
@@ -285,25 +270,10 @@ describe("isolation.proxy SOCKS5 reply codes", function()
   end)
 
   it("0x06 TTL expired when the dial times out", function()
-    local script = [[local uv = require("luv"); local s = uv.new_tcp(); assert(s:bind("127.0.0.1", 0));
-      assert(s:listen(0, function() end));
-      io.stdout:write(s:getsockname().port, " ", uv.os_getpid(), "\n"); io.stdout:flush();
-      uv.sleep(15000)]]
-    local pipe = io.popen("exec " .. helpers.NO_SANITIZER .. "lua5.4 -e '" .. script .. "'")
-    local port, pid = pipe:read("l"):match("^(%d+) (%d+)$")
-    local fillers = {}
-    for i = 1, 4 do
-      local h = uv.new_tcp()
-      h:connect("127.0.0.1", tonumber(port), function() end)
-      fillers[i] = h
-    end
-    W.settle(0.3)
+    local port, release = W.stalled_port()
     local p = socks_proxy({ allow = { "127.0.0.1" }, allow_private = true, connect_timeout = 1 })
-    local code = rep(p, "\5\1\0\1\127\0\0\1" .. be16(tonumber(port)), 10)
-    for _, h in ipairs(fillers) do h:close() end
-    W.settle(0.05) -- luv frees a closed handle's pending connect only on its loop
-    os.execute("kill " .. pid)
-    pipe:close()
+    local code = rep(p, "\5\1\0\1\127\0\0\1" .. be16(port), 10)
+    release()
     assert.are.equal(6, code)
     local ev = p:events()
     assert.are.equal("connect_timeout", ev[#ev].code)

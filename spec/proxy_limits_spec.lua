@@ -124,20 +124,7 @@ describe("isolation.proxy limits", function()
   it("answers 504 when the dial does not complete within connect_timeout", function()
     -- A listener in a child process that never accepts, backlog 0: once
     -- its queue is full the kernel drops further SYNs.
-    local script = [[local uv = require("luv"); local s = uv.new_tcp(); assert(s:bind("127.0.0.1", 0));
-      assert(s:listen(0, function() end));
-      io.stdout:write(s:getsockname().port, " ", uv.os_getpid(), "\n"); io.stdout:flush();
-      uv.sleep(15000)]]
-    local pipe = io.popen("exec " .. helpers.NO_SANITIZER .. "lua5.4 -e '" .. script .. "'")
-    local port, pid = pipe:read("l"):match("^(%d+) (%d+)$")
-    port = tonumber(port)
-    local fillers = {}
-    for i = 1, 4 do
-      local h = uv.new_tcp()
-      h:connect("127.0.0.1", port, function() end)
-      fillers[i] = h
-    end
-    W.settle(0.3)
+    local port, release = W.stalled_port()
     local p = proxy({ allow = { "127.0.0.1" }, connect_timeout = 1 })
     local t0 = uv.now()
     local c = W.exchange(p:address(), "CONNECT 127.0.0.1:" .. port .. " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 10)
@@ -145,10 +132,7 @@ describe("isolation.proxy limits", function()
     assert.are.equal(504, c:status())
     assert.is_true(took >= 900, "took " .. took .. " ms")
     p:close()
-    for _, h in ipairs(fillers) do h:close() end
-    W.settle(0.05)
-    os.execute("kill " .. pid)
-    pipe:close()
+    release()
   end)
 
   it("answers 504 when name resolution does not finish within dns_timeout, and answers the next name", function()

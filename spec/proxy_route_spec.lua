@@ -6,50 +6,21 @@
 -- route each get a clear refusal; server-sent events are streamed.
 local isolation = require("isolation")
 local helpers = require("helpers")
-local json = require("isolation.json")
+local tls = require("support.tls_upstream")
 
 local SECRET = "sk-route-secret-0123456789abcdef"
-local SPEC_DIR = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
-
-local function have(cmd)
-  return helpers.run("command -v " .. cmd) == 0
-end
 
 describe("proxy routes", function()
-  local dir, upstream_pid, up_port, proxy
-
-  -- A CA, and a leaf it signs for the names/addresses in san.
-  local function make_ca(name)
-    local code, _, err = helpers.run(("cd %s && openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
-      .. "-subj /CN=%s -keyout %s.key -out %s.pem"):format(helpers.shquote(dir), name, name, name))
-    assert.are.equal(0, code, err)
-  end
-  local function make_leaf(ca, name, san)
-    local cmd = ("cd %s && openssl req -newkey rsa:2048 -nodes -subj /CN=%s -keyout %s.key -out %s.csr"
-      .. " && printf 'subjectAltName=%s\\n' > %s.ext"
-      .. " && openssl x509 -req -in %s.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2"
-      .. " -extfile %s.ext -out %s.pem"):format(helpers.shquote(dir), name, name, name, san, name,
-      name, ca, ca, name, name)
-    local code, _, err = helpers.run(cmd)
-    assert.are.equal(0, code, err)
-  end
+  local dir, up, up_port, proxy
 
   local function start_upstream(leaf)
-    os.remove(dir .. "/port")
-    os.remove(dir .. "/requests.jsonl")
-    local code, out = helpers.run(("python3 %s %s %s %s >/dev/null 2>%s/up.err & echo $!"):format(
-      helpers.shquote(SPEC_DIR .. "support/tls_upstream.py"), helpers.shquote(dir .. "/" .. leaf .. ".pem"),
-      helpers.shquote(dir .. "/" .. leaf .. ".key"), helpers.shquote(dir), helpers.shquote(dir)))
-    assert.are.equal(0, code)
-    upstream_pid = tonumber(out:match("%d+"))
-    assert.is_true(helpers.wait_for(function() return helpers.exists(dir .. "/port") end, 10),
-      "the upstream started")
-    up_port = tonumber(helpers.read(dir .. "/port"))
+    up = tls.start(dir, leaf)
+    up_port = up.port
   end
 
   local function stop_upstream()
-    if upstream_pid then helpers.run("kill " .. upstream_pid) end
-    upstream_pid = nil
+    if up then up.stop() end
+    up = nil
   end
 
   local function open(opts)
@@ -68,35 +39,24 @@ describe("proxy routes", function()
     return proxy:port()
   end
 
-  local function requests()
-    local list = {}
-    for line in io.lines(dir .. "/requests.jsonl") do list[#list + 1] = json.decode(line) end
-    return list
-  end
-
-  local function header(req, name)
-    local found = {}
-    for _, h in ipairs(req.headers) do
-      if h[1]:lower() == name:lower() then found[#found + 1] = h[2] end
-    end
-    return found
-  end
+  local function requests() return up.requests() end
+  local header = tls.header
 
   local function curl(args)
     return helpers.run("curl -sS --max-time 20 -D - " .. args)
   end
 
   setup(function()
-    if not have("openssl") or not have("python3") or not have("curl") then
+    if not tls.available() then
       pending("openssl, python3 and curl are needed for the route specs")
       return
     end
     dir = helpers.tmpdir()
-    make_ca("ca")
-    make_ca("otherca")
-    make_leaf("ca", "good", "DNS:up.example.com,IP:127.0.0.1")
-    make_leaf("ca", "wrongname", "DNS:other.example.net")
-    make_leaf("otherca", "othersigned", "DNS:up.example.com,IP:127.0.0.1")
+    tls.make_ca(dir, "ca")
+    tls.make_ca(dir, "otherca")
+    tls.make_leaf(dir, "ca", "good", "DNS:up.example.com,IP:127.0.0.1")
+    tls.make_leaf(dir, "ca", "wrongname", "DNS:other.example.net")
+    tls.make_leaf(dir, "otherca", "othersigned", "DNS:up.example.com,IP:127.0.0.1")
   end)
 
   teardown(function()

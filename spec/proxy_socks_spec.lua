@@ -5,15 +5,8 @@ local isolation = require("isolation")
 local upstream = require("support.upstream")
 local W = require("support.proxy")
 
-local function be16(n) return string.char(n // 256, n % 256) end
-
-local function by_name(name, port)
-  return "\5\1\0\3" .. string.char(#name) .. name .. be16(port)
-end
-
-local function by_ipv4(a, b, c, d, port)
-  return "\5\1\0\1" .. string.char(a, b, c, d) .. be16(port)
-end
+local socks5 = require("support.socks5")
+local be16, by_name, by_ipv4 = socks5.be16, socks5.by_name, socks5.by_ipv4
 
 -- Greeting (no auth), then the request; returns the connection and the
 -- reply code (nil when the proxy closed without a reply).

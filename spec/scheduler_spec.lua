@@ -3,12 +3,7 @@ local scheduler = require("isolation.scheduler")
 
 local NONE = { mode = "", network = "allow" }
 
-local function deepcopy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = deepcopy(v) end
-  return c
-end
+local deepcopy = require("support.tables").deep_copy
 
 -- A log function that records its lines.
 local function recorder()

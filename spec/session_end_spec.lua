@@ -10,6 +10,7 @@
 local uv = require("luv")
 local helpers = require("helpers")
 local cli = require("support.cli")
+local launchers = require("support.launchers")
 local session = require("isolation.session")
 
 local q = helpers.shquote
@@ -98,16 +99,10 @@ describe("a session ends when its processes are gone", function()
     local mgr, exited, left_at_end
     local function start_manager()
       exited, left_at_end = {}, {}
-      mgr = assert(session.manager({
+      mgr = assert(session.manager(launchers.bash(exited, {
         runtime_dir = helpers.tmpdir() .. "/run", loop = uv, poll_interval = 0.05,
-        launcher = function(cmdline, s)
-          return uv.spawn("bash", { args = { "-c", "exec " .. cmdline }, stdio = { nil, nil, nil } },
-            function(code, sig) exited[s.id] = sig ~= 0 and 128 + sig or code end)
-        end,
-        alive = function(_, s) return exited[s.id] == nil end,
-        stop = function(handle) handle:kill("sigterm") end,
         on_end = function(s) left_at_end[s.id] = cli.pgrep(s.mark or "?") end,
-      }))
+      })))
     end
     after_each(function() if mgr then mgr:close() end end)
 

@@ -7,7 +7,6 @@
 local uv = require("luv")
 local helpers = require("helpers")
 local netns = require("support.dns_netns")
-local policy = require("isolation.policy")
 local session = require("isolation.session")
 
 local shq = helpers.shquote
@@ -261,8 +260,7 @@ describe("session manager max_connections", function()
     for k, v in pairs(mopts) do o[k] = v end
     local mgr, err = session.manager(o)
     if not mgr then return nil, err end
-    local p = { id = "p" }
-    assert(policy.patch_project(p, { isolation = { mode = "bwrap", network = "deny" } }))
+    local p = require("support.launchers").project("deny")
     local req = { id = "s1", project = p, agent = "claude", workdir = work, command = "claude" }
     for k, v in pairs(lopts) do req[k] = v end
     local s, lerr = mgr:launch(req)

@@ -8,9 +8,7 @@ local helpers = require("helpers")
 local glue = require("support.glue")
 local session = require("isolation.session")
 
-local function exists(path)
-  return uv.fs_lstat(path) ~= nil
-end
+local exists = helpers.exists
 
 -- A manager in a fresh directory whose launcher starts `sleep 60` (a real
 -- process; the line itself is not run) and then runs f.during(s, handle),

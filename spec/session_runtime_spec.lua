@@ -16,21 +16,8 @@ local function mode_of(path)
   return st and (math.tointeger(st.mode) or 0) & 4095
 end
 
-local function exists(path)
-  return uv.fs_lstat(path) ~= nil
-end
-
-local function entries(dir)
-  local out = {}
-  local scan = uv.fs_scandir(dir)
-  while scan do
-    local name = uv.fs_scandir_next(scan)
-    if not name then break end
-    out[#out + 1] = name
-  end
-  table.sort(out)
-  return out
-end
+local exists = helpers.exists
+local entries = require("support.cli").ls
 
 -- Runs a shell command as the other user; returns true when it exited 0.
 local function as_other(cmd)

@@ -14,9 +14,7 @@ local function mode_of(path)
   return st and (math.tointeger(st.mode) or 0) & 511
 end
 
-local function exists(path)
-  return uv.fs_lstat(path) ~= nil
-end
+local exists = helpers.exists
 
 local function project_with(default)
   local p = { id = "p" }

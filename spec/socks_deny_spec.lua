@@ -16,13 +16,10 @@ local shq = helpers.shquote
 local CURL = "curl -s -o /dev/null --max-time 15 "
 local PORT_BASE = 26000 + math.tointeger(require("luv").os_getpid()) % 20000
 
-local function kv(out)
-  local t = {}
-  for k, v in out:gmatch("([%w_]+)=([^\n]*)") do t[k] = v end
-  return t
-end
+local kv = require("support.tables").kv
 
-local function be16(n) return string.char(n // 256, n % 256) end
+local socks5 = require("support.socks5")
+local be16 = socks5.be16
 
 -- Bytes as a printf format of octal escapes (bash's printf builtin).
 local function octal(bytes)
@@ -37,9 +34,7 @@ local function raw_socks(name, request)
     .. " echo " .. name .. "=$m/$r; exec 3<&-; } 2>/dev/null || echo " .. name .. "=failed"
 end
 
-local function by_name(host, port)
-  return "\5\1\0\3" .. string.char(#host) .. host .. be16(port)
-end
+local by_name = socks5.by_name
 
 -- Every event the thread-mode proxy has given, after a short settle.
 local function drain(proxy, into)

@@ -2,12 +2,7 @@
 -- with messages that name the rule that refused and what would work instead.
 local isolation = require("isolation")
 
-local function deep_copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = deep_copy(v) end
-  return c
-end
+local deep_copy = require("support.tables").deep_copy
 
 local CONFIGS = {
   none = { mode = "" },

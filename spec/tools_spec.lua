@@ -9,6 +9,7 @@
 local uv = require("luv")
 local helpers = require("helpers")
 local cli = require("support.cli")
+local launchers = require("support.launchers")
 local tools = require("isolation.tools")
 
 local function write(path, text, mode)
@@ -319,15 +320,9 @@ describe("tools through the session manager", function()
     uv.os_setenv("PATH", v .. "/bin:" .. old_path)
     local exited = {}
     local ok, err = pcall(function()
-      local mgr = assert(session.manager({
+      local mgr = assert(session.manager(launchers.bash(exited, {
         runtime_dir = top .. "/run", loop = uv, poll_interval = 0.05,
-        launcher = function(cmdline, s)
-          return uv.spawn("bash", { args = { "-c", "exec " .. cmdline }, stdio = { nil, nil, nil } },
-            function(code, sig) exited[s.id] = sig ~= 0 and 128 + sig or code end)
-        end,
-        alive = function(_, s) return exited[s.id] == nil end,
-        stop = function(handle) handle:kill("sigterm") end,
-      }))
+      })))
       local s = assert(mgr:launch({ id = "n", isolation = { mode = "bwrap", network = "none" }, workdir = work,
         command = "node --version > out.txt 2>&1" }))
       assert.is_true(cli.wait_for(function() return s.state == "ended" end, 30))
@@ -400,11 +395,40 @@ describe("tools.plan: the layouts of fnm, volta, rbenv, asdf, mise, bun, deno, p
     assert.are.same({ v .. "/tools/image/packages/tiny", v .. "/tools/image/node/18.19.0" }, p.tools)
   end)
 
-  it("rbenv: the shim's version from .ruby-version, RBENV_VERSION", function()
+  -- rbenv's layout in home: versions 3.3.0 and 3.2.2, a shim; its root
+  local function rbenv()
     local r = home .. "/.rbenv"
     program(r .. "/versions/3.3.0/bin/ruby", "ruby", "3.3.0")
     program(r .. "/versions/3.2.2/bin/ruby", "ruby", "3.2.2")
     write(r .. "/shims/ruby", "#!/usr/bin/env bash\nexec rbenv exec ruby \"$@\"\n", tonumber("755", 8))
+    return r
+  end
+
+  it("a FIFO where a version file is read counts as no file: plan does not wait for a writer", function()
+    -- before: version files were opened without O_NONBLOCK, and a FIFO at
+    -- ~/.rbenv/version held the plan (isolate's launch) until some writer
+    -- came; now every read goes through hostpaths.read_regular
+    local r = rbenv()
+    local q = helpers.shquote
+    -- the plan in a child under a time bound: a wait would hold this process
+    local script = 'package.path = "lua/?.lua;" .. package.path; package.cpath = "build/?.so;" .. package.cpath;'
+      .. ' local p, err = require("isolation.tools").plan({ home = ' .. string.format("%q", home) .. ', cwd = '
+      .. string.format("%q", work) .. ', path = ' .. string.format("%q", r .. "/shims:" .. SYSTEM_PATH)
+      .. ', program = "ruby", getenv = function() return nil end });'
+      .. ' io.write(p and table.concat(p.tools, ",") or ("nil " .. tostring(err)))'
+    local function child()
+      return helpers.run("cd " .. q(cli.ROOT) .. " && timeout 10 lua5.4 -e " .. q(script))
+    end
+    local want_code, want = child() -- the control: no version file
+    assert.are.equal(0, want_code, want)
+    assert(os.execute("mkfifo " .. q(r .. "/version")))
+    local code, out, err = child()
+    assert.are.equal(0, code, "the plan waited on the FIFO: " .. err)
+    assert.are.equal(want, out)
+  end)
+
+  it("rbenv: the shim's version from .ruby-version, RBENV_VERSION", function()
+    local r = rbenv()
     write(r .. "/version", "3.2.2\n")
     write(work .. "/.ruby-version", "3.3.0\n")
     assert.are.same({ r .. "/versions/3.3.0" }, assert(plan("ruby", r .. "/shims")).tools)

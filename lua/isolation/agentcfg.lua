@@ -402,6 +402,16 @@ function M.check(w, stamp, moved, failed, lines)
   if not w then return end
   local budget = { dirs = M.WALK_DIRS }
   local cut = {}
+  -- a directory the agent writes: what the sandbox made there that the
+  -- host's agent would write or read through is moved aside
+  local function walk_and_report(path)
+    local found = {}
+    if not walk_writable(path, w.start, budget, found) then cut[#cut + 1] = path end
+    for _, f in ipairs(found) do
+      report_move(f.path, ODD[f.type] .. " made inside the sandbox in a place the agent writes (the host's "
+        .. "agent would write or read through it)", stamp, moved, failed, lines)
+    end
+  end
   for _, r in ipairs(w.roots) do
     local dir = w.home .. "/" .. r.rel
     local before = r.before or {}
@@ -420,12 +430,7 @@ function M.check(w, stamp, moved, failed, lines)
       if is_quarantine(name) or same then
         -- as it was (what is not writable was bound read-only)
         if same and e.type == "directory" and writable_name(r, name) then
-          local found = {}
-          if not walk_writable(path, w.start, budget, found) then cut[#cut + 1] = path end
-          for _, f in ipairs(found) do
-            report_move(f.path, ODD[f.type] .. " made inside the sandbox in a place the agent writes (the host's "
-              .. "agent would write or read through it)", stamp, moved, failed, lines)
-          end
+          walk_and_report(path)
         end
       elseif not e then
         -- a link of the directory removed inside: put it back
@@ -442,12 +447,7 @@ function M.check(w, stamp, moved, failed, lines)
         report_move(path, "made inside the sandbox, and not a place the agent writes (isolation.AGENT_WRITABLE): "
           .. "the host's agent may load it", stamp, moved, failed, lines)
       elseif e.type == "directory" then
-        local found = {}
-        if not walk_writable(path, w.start, budget, found) then cut[#cut + 1] = path end
-        for _, f in ipairs(found) do
-          report_move(f.path, ODD[f.type] .. " made inside the sandbox in a place the agent writes (the host's "
-            .. "agent would write or read through it)", stamp, moved, failed, lines)
-        end
+        walk_and_report(path)
       end
     end
   end

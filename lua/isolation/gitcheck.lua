@@ -31,6 +31,7 @@
 -- The walk bounds directories, not entries: a walk cut short is a failure
 -- with its reason, never a silent pass.
 local uv = require("luv")
+local hostpaths = require("isolation.hostpaths")
 
 local M = {}
 
@@ -39,9 +40,6 @@ M.DIR_LIMIT = 200000
 -- Repositories named one line each, at most; then one line counts the rest.
 M.NAMED = 20
 
--- O_RDONLY | O_NONBLOCK | O_NOFOLLOW (Linux): never a FIFO's wait, never a
--- link's target
-local OPEN_FLAGS = 0x800 + 0x20000
 local READ_MAX = 1 << 20
 
 -- Report lines hold names as they are: isolate and the session manager
@@ -266,15 +264,8 @@ end
 ------------------------------------------------------------------------------
 -- Files
 
-local function read_file(path)
-  local fd = uv.fs_open(path, OPEN_FLAGS, 0)
-  if not fd then return nil end
-  local st = uv.fs_fstat(fd)
-  local data
-  if st and st.type == "file" then data = uv.fs_read(fd, READ_MAX, 0) end
-  uv.fs_close(fd)
-  return data
-end
+-- never a FIFO's wait, never a link's target
+local function read_file(path) return hostpaths.read_regular(path, READ_MAX, true) end
 
 local function changed(path, start)
   local st = uv.fs_lstat(path)

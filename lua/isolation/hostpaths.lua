@@ -24,9 +24,7 @@ local uv = require("luv")
 local isolation = require("isolation")
 
 -- A path in a message: quoted, whole, on one line.
-local function show(s)
-  return (string.format("%q", s):gsub("\\\n", "\\n"))
-end
+local show = require("isolation.text").show
 
 local M = {}
 
@@ -45,9 +43,28 @@ function M.resolve(path)
   return (rp == "/" and "" or rp) .. "/" .. name
 end
 
--- dir is path, or a directory above it (both resolved, no trailing /).
-local function within(path, dir)
+--- Is dir path, or a directory above it? Both resolved, no trailing /
+--- (dir "/" holds every path).
+function M.within(path, dir)
   return dir == "/" or path == dir or path:sub(1, #dir + 1) == dir .. "/"
+end
+local within = M.within
+
+-- O_RDONLY | O_NONBLOCK (Linux): an open never waits for a FIFO's writer;
+-- with O_NOFOLLOW, a symbolic link is not followed
+local O_READ_NONBLOCK, O_NOFOLLOW = 0x800, 0x20000
+
+--- The first `max` bytes of the regular file at path; nil for anything
+--- else (missing, a directory, a FIFO, a device, unreadable). The open
+--- never waits on a FIFO; with `nofollow`, a symbolic link at path is
+--- nil too.
+function M.read_regular(path, max, nofollow)
+  local fd = uv.fs_open(path, O_READ_NONBLOCK + (nofollow and O_NOFOLLOW or 0), 0)
+  if not fd then return nil end
+  local st = uv.fs_fstat(fd)
+  local data = st and st.type == "file" and uv.fs_read(fd, max, 0) or nil
+  uv.fs_close(fd)
+  return data
 end
 
 --- The files of this module that the host runs or loads: the bridge

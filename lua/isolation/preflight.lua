@@ -15,9 +15,7 @@ local isolation = require("isolation")
 
 local M = {}
 
-local function shquote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
+local shquote = require("isolation.text").shquote
 
 -- Runs a shell command line with a time bound; returns the exit status
 -- (128+n for signal n) and its output (stdout and stderr together).

@@ -587,9 +587,7 @@ local function is_tunnel(target)
   return type(target) == "table" and target.kind == "ssh" and target.tunnel == true
 end
 
-local function shell_word(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+local shell_word = textmod.shquote
 
 local function shell_line(argv)
   local words = {}
@@ -619,11 +617,6 @@ local SPEC_KEYS = { "agent", "workdir", "command", "proxy_port", "socks_port", "
 -- the environment: clean by default (the library's base and AGENT_ENV)
 for _, k in ipairs({ "env_pass", "env_set", "env_inherit" }) do SPEC_KEYS[#SPEC_KEYS + 1] = k end
 
--- dir is path or a directory above it; both resolved, without a trailing /.
-local function contains(dir, path)
-  return dir == "/" or path == dir or path:sub(1, #dir + 1) == dir .. "/"
-end
-
 -- A launch whose line runs on this machine: the paths as the kernel will
 -- resolve them. wrap() checked their text; a symlink can still lead into
 -- /etc/cron.d or to the home (the line's own run-time check compares with
@@ -641,7 +634,7 @@ local function check_local_paths(spec)
     if not real then return true end -- nothing there to expose; bwrap reports a missing bind
     local shown = show(given) .. (real ~= given and (" (" .. show(real) .. ")") or "")
     for _, h in ipairs(homes) do
-      if contains(real, h.path) then
+      if hostpaths.within(h.path, real) then
         return nil, "isolation: " .. field .. " " .. shown .. " is " .. h.name .. " (" .. h.path
           .. ") or a directory above it: the sandbox would see (and, read-write, change) the whole home;"
           .. " use a directory inside it"

@@ -15,6 +15,7 @@
 -- Files that had the bits before the launch and were not touched are the
 -- user's own and stay as they are.
 local uv = require("luv")
+local textmod = require("isolation.text")
 
 local M = {}
 
@@ -23,14 +24,10 @@ local SETID = 3072 -- 06000
 -- changed right at the launch still counts as changed in the session.
 local SLACK = 0.05
 
-local function escape(s)
-  return (s:gsub("[%c\128-\255\\]", function(c) return string.format("\\x%02x", c:byte()) end))
-end
+local escape = textmod.escape
 M.escape = escape
 
-local function shquote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+local shquote = textmod.shquote
 
 local function now()
   local sec, usec = uv.gettimeofday()

@@ -12,6 +12,9 @@
 -- unambiguous and one unescape reads them all. Escaping happens once, where
 -- a line leaves (the writer), never where a value is put into a line, so
 -- nothing is escaped twice.
+--
+-- Beside it, the two other ways a value is put into text here: quoted in
+-- a message (show) and quoted as one word for /bin/sh (shquote).
 local M = {}
 
 local function hex(c) return string.format("\\x%02x", c:byte()) end
@@ -29,6 +32,17 @@ function M.escape_lines(s)
   local out = {}
   for line in (tostring(s) .. "\n"):gmatch("([^\n]*)\n") do out[#out + 1] = M.escape(line) end
   return table.concat(out, "\n")
+end
+
+--- A value in a message: Lua's %q of tostring(s), whole, on one line
+--- (a newline written \n).
+function M.show(s)
+  return (string.format("%q", tostring(s)):gsub("\\\n", "\\n"))
+end
+
+--- One word for /bin/sh: tostring(s) single-quoted, each ' written '\''.
+function M.shquote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
 return M

@@ -18,16 +18,11 @@
 -- what it links to). Nothing here reads a secret: the walk looks at names.
 local uv = require("luv")
 local json = require("isolation.json")
+local show = require("isolation.text").show
+local hostpaths = require("isolation.hostpaths")
+local within = hostpaths.within
 
 local M = {}
-
-local function show(s)
-  return (string.format("%q", tostring(s)):gsub("\\\n", "\\n"))
-end
-
-local function within(path, dir)
-  return dir == "/" or path == dir or path:sub(1, #dir + 1) == dir .. "/"
-end
 
 local function dirname(p)
   local d = p:match("^(.*)/[^/]*$")
@@ -41,14 +36,8 @@ local function is_dir(p)
   return st ~= nil and st.type == "directory"
 end
 
-local function read_file(path, max)
-  local fd = uv.fs_open(path, "r", 0)
-  if not fd then return nil end
-  local st = uv.fs_fstat(fd)
-  local data = st and st.type == "file" and uv.fs_read(fd, max or 65536, 0) or nil
-  uv.fs_close(fd)
-  return data
-end
+-- never waits on a FIFO (a version file is read from the workdir up)
+local function read_file(path, max) return hostpaths.read_regular(path, max or 65536) end
 
 -- Names of credential files and directories, looked for in every bound
 -- tree (a denylist of names inside an allowlist of trees): npm's and

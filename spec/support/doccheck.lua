@@ -2,16 +2,11 @@
 -- docs/, their headings' anchors as GitHub makes them, their relative links,
 -- and the prose lines outside code blocks and tables.
 local uv = require("luv")
+local helpers = require("helpers")
 
 local doccheck = {}
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = helpers.read
 doccheck.read = read
 
 --- Every *.md below `dir` (relative paths from `root`), sorted.

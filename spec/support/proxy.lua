@@ -191,4 +191,31 @@ function M.closed_port()
   return port
 end
 
+--- A loopback port whose dial never completes: a listener in a child
+--- process that never accepts, backlog 0, its queue filled by connections
+--- of this process, so that the kernel drops further SYNs. Returns the
+--- port and a function that closes those connections and ends the child.
+function M.stalled_port()
+  local script = [[local uv = require("luv"); local s = uv.new_tcp(); assert(s:bind("127.0.0.1", 0));
+    assert(s:listen(0, function() end));
+    io.stdout:write(s:getsockname().port, " ", uv.os_getpid(), "\n"); io.stdout:flush();
+    uv.sleep(15000)]]
+  local pipe = io.popen("exec " .. require("helpers").NO_SANITIZER .. "lua5.4 -e '" .. script .. "'")
+  local port, pid = pipe:read("l"):match("^(%d+) (%d+)$")
+  port = tonumber(port)
+  local fillers = {}
+  for i = 1, 4 do
+    local h = uv.new_tcp()
+    h:connect("127.0.0.1", port, function() end)
+    fillers[i] = h
+  end
+  M.settle(0.3)
+  return port, function()
+    for _, h in ipairs(fillers) do h:close() end
+    M.settle(0.05) -- luv frees a closed handle's pending connect only on its loop
+    os.execute("kill " .. pid)
+    pipe:close()
+  end
+end
+
 return M

@@ -31,6 +31,16 @@ function M.make_leaf(dir, ca, name, san)
   assert(code == 0, err)
 end
 
+--- A new directory holding a CA (ca) and a leaf it signs (good) with the
+--- subjectAltName san; nil when available() is not.
+function M.ca_and_leaf(san)
+  if not M.available() then return nil end
+  local dir = helpers.tmpdir()
+  M.make_ca(dir, "ca")
+  M.make_leaf(dir, "ca", "good", san)
+  return dir
+end
+
 --- Starts the upstream with leaf; returns { port, stop(), requests() }.
 function M.start(dir, leaf)
   os.remove(dir .. "/port")

@@ -63,10 +63,6 @@ local function sandbox_home()
   return home, from_passwd
 end
 
--- dir is path or a directory above it; both resolved, without a trailing /.
-local function contains(dir, path)
-  return dir == "/" or path == dir or path:sub(1, #dir + 1) == dir .. "/"
-end
 
 -- Refuses (usage error) a workdir or bind that is a home or above one, and
 -- a bind whose resolved path the launch spec's rules refuse (a symlink into
@@ -77,7 +73,7 @@ local function check_paths_resolved(o, spec, home)
   local homes = protect.resolved_homes(home)
   local function check_home(opt, given, real)
     for _, h in ipairs(homes) do
-      if contains(real, h.path) then
+      if hostpaths.within(h.path, real) then
         local resolved = real ~= given and (" (" .. real .. ")") or ""
         die_usage(string.format("%s %s%s is %s (%s) or a directory above it: the sandbox would see (and,"
           .. " read-write, change) the whole home; use a directory inside it", opt, given, resolved, h.name, h.path))
