@@ -1007,7 +1007,8 @@ function Manager:launch(req)
     p, err = call(isolation.proxy, { allow = allow, unix = path, audit_log = self._audit_log,
       accept_listeners = spec.bridge == "pass" and 2 or nil,
       session = self._audit_log and id, max_connections = req.max_connections or self._max_connections,
-      routes = proxy_routes, upstream_ca_file = proxy_routes and req.upstream_ca_file or nil })
+      routes = proxy_routes, upstream_ca_file = proxy_routes and req.upstream_ca_file or nil,
+      route_port = proxy_routes and spec.proxy_port or nil })
     if not p then
       remove_filter(s.seccomp_file)
       return nil, err

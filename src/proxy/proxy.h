@@ -144,6 +144,12 @@ struct proxy_opts {
     size_t nresolve;
     struct proxy_route *routes;
     size_t nroutes;
+    /* route_port: the port the sandbox reaches the proxy at (the launch
+     * spec's proxy_port). An absolute-form request is for a route only
+     * when it names the proxy itself: 127.0.0.1, localhost or [::1] at
+     * this port or at the proxy's own TCP port; any other host is a
+     * forward request to that host, checked like every other. */
+    int route_port;
     struct ssl_ctx_st *tls_ctx;
 };
 
