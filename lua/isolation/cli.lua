@@ -804,15 +804,15 @@ local function agent_route(o, cfg)
 end
 
 -- The routes of --secret, with their values from the environment (nil:
--- none); the variables each sets inside go into spec.env_set.
+-- none) for the proxy; the launch spec gets each route's variables
+-- (spec.routes: names and the upstream, never a value).
 local function routes_for(o, cfg, spec)
   local agent_secret, agent_url_env = agent_route(o, cfg)
   if agent_secret then table.insert(o.secrets, 1, agent_secret) end
   if #o.secrets == 0 then return nil end
   if cfg.network ~= "deny" then die_usage("--secret needs --network deny (the route is the proxy's)") end
-  local routes, seen, git = {}, {}, {}
-  local port = spec.proxy_port or 3128
-  spec.env_set = spec.env_set or {}
+  local routes, seen = {}, {}
+  spec.routes = {}
   for _, a in ipairs(o.secrets) do
     local r = parse_secret(a)
     if seen[r.name] then die_usage(string.format("--secret: two routes are named %q", r.name)) end
@@ -824,27 +824,19 @@ local function routes_for(o, cfg, spec)
     for _, n in ipairs(spec.env_pass or {}) do
       if n == r.env then die_usage("--env " .. n .. " would pass the secret of --secret inside") end
     end
-    local base = "http://127.0.0.1:" .. port .. "/" .. r.name
-    spec.env_set["ISOLATION_ROUTE_" .. r.name:upper():gsub("-", "_")] = base
-    -- the real value never arrives inside, even through --inherit-env
-    spec.env_set[r.env] = "isolation-route-" .. r.name
+    -- inside: ISOLATION_ROUTE_<NAME> and the placeholder in r.env, so the
+    -- real value never arrives, even through --inherit-env
+    local lr = { name = r.name, upstream = r.upstream, key_env = { r.env }, git = o.git_routes or nil }
     if agent_secret and r.name == o.agent then
-      spec.env_set[agent_url_env] = base
+      lr.url_env = agent_url_env
       -- the agent's other key variables set here: placeholders too
       for _, k in ipairs(AGENT_ROUTES[o.agent].keys) do
-        if os.getenv(k[1]) then spec.env_set[k[1]] = "isolation-route-" .. r.name end
+        if k[1] ~= r.env and os.getenv(k[1]) then lr.key_env[#lr.key_env + 1] = k[1] end
       end
       o.agent_upstream_host = r.upstream:match("^https://%[?([^/:%]]+)"):lower()
     end
-    if o.git_routes then git[#git + 1] = { base .. "/", (r.upstream:gsub("/*$", "")) .. "/" } end
+    spec.routes[#spec.routes + 1] = lr
     routes[#routes + 1] = { name = r.name, upstream = r.upstream, header = r.header, value = value }
-  end
-  if #git > 0 then
-    spec.env_set.GIT_CONFIG_COUNT = tostring(#git)
-    for i, g in ipairs(git) do
-      spec.env_set["GIT_CONFIG_KEY_" .. (i - 1)] = "url." .. g[1] .. ".insteadOf"
-      spec.env_set["GIT_CONFIG_VALUE_" .. (i - 1)] = g[2]
-    end
   end
   return routes
 end
@@ -980,8 +972,9 @@ local function dry_run(o, spec, allow)
     for _, h in ipairs(allow) do out[#out + 1] = "  " .. h end
   end
   for _, r in ipairs(o.routes or {}) do
-    out[#out + 1] = string.format("route %s: %s, header %s (the secret is not shown), inside ISOLATION_ROUTE_%s",
-      r.name, r.upstream, r.header, (r.name:upper():gsub("-", "_")))
+    out[#out + 1] = string.format("proxy route %s: sets %s on the way to %s (the secret is not shown)",
+      r.name, r.header == "bearer" and "Authorization: Bearer" or r.header:match("^basic:")
+        and "Authorization: Basic (" .. r.header:sub(7) .. ":secret)" or r.header, r.upstream)
   end
   out[#out + 1] = ""
   out[#out + 1] = "argv (" .. #argv .. " elements, one a line):"

@@ -868,11 +868,8 @@ function Manager:launch(req)
     if not uses_proxy then
       return nil, "isolation: secrets and agent_keys need network deny (the route is the proxy's)"
     end
-    local env_set = {}
-    for k, v in pairs(type(spec.env_set) == "table" and spec.env_set or {}) do env_set[k] = v end
     local keys = type(req.agent_keys) == "table" and req.agent_keys or {}
-    proxy_routes = routes.apply(env_set, route_list, spec.proxy_port or 3128, function(n) return keys[n] ~= nil end)
-    spec.env_set = env_set
+    spec.routes, proxy_routes = routes.apply(route_list, function(n) return keys[n] ~= nil end)
   end
   if uses_proxy then
     allow, err = allowlist(req.agent, req.hook_url, cfg, req.default_hosts)
