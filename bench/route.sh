@@ -32,8 +32,9 @@ UP_PORT=$((PROXY_PORT + 1))
 LOAD=$REPO/build/route-load
 
 [ -x "$LOAD" ] || { echo "route.sh: build first (make build/route-load)" >&2; exit 2; }
-command -v nginx >/dev/null && command -v openssl >/dev/null ||
-    { echo "route.sh: needs nginx and openssl" >&2; exit 2; }
+if ! command -v nginx >/dev/null || ! command -v openssl >/dev/null; then
+    echo "route.sh: needs nginx and openssl" >&2; exit 2
+fi
 if [ -n "$OUT" ]; then harness_ready || exit 2; fi
 RUN=$BENCH_RUN/route
 rm -rf "$RUN"
@@ -123,6 +124,10 @@ med() {   # med MODE CELL FIELD
         awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'
 }
 
+cpu() {   # cpu MODE CELL: the proxy's CPU per request; - for direct (no proxy)
+    if [ "$1" = direct ]; then echo -; else med "$1" "$2" cpu_us; fi
+}
+
 section=$RUN/section.md
 {
     echo "## Credential route next to direct TLS and a CONNECT tunnel ($(date +%F), $(nproc) cores, ${QUICK:+quick, }$REPS round(s), medians)"
@@ -139,8 +144,8 @@ section=$RUN/section.md
         errs=$(( $(med "$m" c1k errors) + $(med "$m" c32n errors) + $(med "$m" c32k errors) ))
         printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$m" \
             "$(med "$m" c1k p50_us)" "$(med "$m" c32n rate)" "$(med "$m" c32n p50_us)" "$(med "$m" c32n p99_us)" \
-            "$([ "$m" = direct ] && echo - || med "$m" c32n cpu_us)" "$(med "$m" c32k rate)" \
-            "$(med "$m" c32k p50_us)" "$([ "$m" = direct ] && echo - || med "$m" c32k cpu_us)" \
+            "$(cpu "$m" c32n)" "$(med "$m" c32k rate)" \
+            "$(med "$m" c32k p50_us)" "$(cpu "$m" c32k)" \
             "$(med "$m" stream mbps)" "$errs"
     done
     echo
