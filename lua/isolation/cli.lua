@@ -827,7 +827,8 @@ local function routes_for(o, cfg, spec)
     -- inside: ISOLATION_ROUTE_<NAME> and the placeholder in r.env, so the
     -- real value never arrives, even through --inherit-env
     local lr = { name = r.name, upstream = r.upstream, key_env = { r.env }, git = o.git_routes or nil }
-    if agent_secret and r.name == o.agent then
+    if agent_secret and r.name == o.agent and a == agent_secret then
+      lr.git = nil -- --git is for the --secret routes, not the model API
       lr.url_env = agent_url_env
       -- the agent's other key variables set here: placeholders too
       for _, k in ipairs(AGENT_ROUTES[o.agent].keys) do
