@@ -127,6 +127,13 @@ describe("launch spec routes", function()
       routes = claude_routes({ { name = "gh", key_env = "GH_TOKEN", upstream = "https://git.example.com",
         git = true } }) }))
     assert.truthy(text:find("\n  env_set (literal values from the spec, not shown): FOO\n", 1, true), text)
+    -- the agent's names taken from the launching shell no longer include the keys
+    local agent_line = text:match("\n  agent claude %(isolation%.AGENT_ENV%): ([^\n]*)")
+    assert.truthy(agent_line, text)
+    assert.truthy(agent_line:find("ANTHROPIC_MODEL", 1, true), agent_line)
+    for _, n in ipairs({ "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL" }) do
+      assert.is_nil(agent_line:find(n .. ",", 1, true), agent_line)
+    end
     assert.truthy(text:find("\n  route claude: https://api.example.com (the secret stays in the proxy); "
       .. "ISOLATION_ROUTE_CLAUDE, ANTHROPIC_BASE_URL = http://127.0.0.1:3128/claude; ANTHROPIC_API_KEY, "
       .. "ANTHROPIC_AUTH_TOKEN = isolation-route-claude (a placeholder, not the key)\n", 1, true), text)

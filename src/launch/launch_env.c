@@ -767,11 +767,21 @@ void launch_env_describe(luaL_Buffer *b, const struct launch_spec *s)
                        base_env, count_names(base_env), docker ? "PATH" : NULL);
         const char *const *agent = agent_names(s->agent);
         if (*agent) {
+            /* what env_set or a route sets is not taken from the shell
+             * (each_kept): a route's key_env is the placeholder */
+            const char *kept[LAUNCH_MAX_ENV];
+            size_t nkept = 0;
+            for (const char *const *p = agent; *p && nkept < LAUNCH_MAX_ENV;
+                 p++)
+                if (!in_array(*p, s->env_set_name, s->nenv_set))
+                    kept[nkept++] = *p;
             /* only the built-in agents have names: a plain word */
-            luaL_addstring(b, "  agent ");
-            luaL_addstring(b, s->agent);
-            add_names_line(b, " (isolation.AGENT_ENV): ", agent,
-                           count_names(agent), NULL);
+            if (nkept) {
+                luaL_addstring(b, "  agent ");
+                luaL_addstring(b, s->agent);
+                add_names_line(b, " (isolation.AGENT_ENV): ", kept, nkept,
+                               NULL);
+            }
         }
         add_names_line(b, "  env_pass: ", s->env_pass, s->nenv_pass, NULL);
         luaL_addstring(b, "  dropped: every other variable of the launching "
