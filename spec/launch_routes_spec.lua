@@ -10,6 +10,13 @@ local isolation = require("isolation")
 local helpers = require("helpers")
 
 local q = helpers.shquote
+-- the sanitizer build has no isolation.BRIDGE: the normal build's program
+local BRIDGE = isolation.BRIDGE or (function()
+  local f = assert(io.popen("cd \"$(dirname " .. q(debug.getinfo(1, "S").source:sub(2)) .. ")\"/.. && pwd"))
+  local repo = f:read("l")
+  f:close()
+  return repo .. "/build/isolation-bridge"
+end)()
 
 local REAL = "sk-ant-real-key-9c1e77"
 local REAL_TOKEN = "sk-ant-oauth-real-44b0"
@@ -54,6 +61,7 @@ describe("launch spec routes", function()
     spec.config = spec.config or { mode = "bwrap", network = "deny" }
     spec.workdir = work
     spec.proxy_socket = T .. "/run/proxy.sock"
+    spec.bridge, spec.bridge_path = "builtin", BRIDGE
     local line = assert(isolation.wrap(spec))
     local assigns = { q("ANTHROPIC_API_KEY=" .. REAL), q("ANTHROPIC_AUTH_TOKEN=" .. REAL_TOKEN), q("GH_TOKEN=" .. GH) }
     for k, v in pairs(vars or {}) do assigns[#assigns + 1] = q(k .. "=" .. v) end
@@ -113,7 +121,7 @@ describe("launch spec routes", function()
   it("docker argv sets the variables with -e NAME=value and never passes a key's name through", function()
     local argv = assert(isolation.docker_argv({ config = { mode = "docker", network = "deny",
       docker_image = "img" }, agent = "claude", workdir = "/srv/w/x", command = "true",
-      proxy_socket = "/tmp/p.sock", routes = claude_routes() }))
+      proxy_socket = "/tmp/p.sock", reap = false, bridge_path = BRIDGE, routes = claude_routes() }))
     local line = table.concat(argv, "\n")
     assert.truthy(line:find("\nANTHROPIC_API_KEY=isolation-route-claude\n", 1, true), line)
     assert.truthy(line:find("\nANTHROPIC_BASE_URL=http://127.0.0.1:3128/claude\n", 1, true), line)
@@ -123,7 +131,7 @@ describe("launch spec routes", function()
 
   it("dry_run names each route, its upstream and the variables it sets; env_set lists only its own", function()
     local text = assert(isolation.dry_run({ config = { mode = "bwrap", network = "deny" }, agent = "claude",
-      workdir = "/srv/w/x", command = "true", proxy_socket = "/tmp/p.sock", env_set = { FOO = "bar" },
+      workdir = "/srv/w/x", command = "true", proxy_socket = "/tmp/p.sock", reap = false, env_set = { FOO = "bar" },
       routes = claude_routes({ { name = "gh", key_env = "GH_TOKEN", upstream = "https://git.example.com",
         git = true } }) }))
     assert.truthy(text:find("\n  env_set (literal values from the spec, not shown): FOO\n", 1, true), text)
@@ -142,10 +150,62 @@ describe("launch spec routes", function()
       .. "the key); git's https URLs of the upstream go through it (GIT_CONFIG_* insteadOf)\n", 1, true), text)
   end)
 
+  it("2000 generated routes tables: each is refused naming routes, or gives variables that match it", function()
+    -- deterministic: the same tables on every run
+    local seed = 28
+    local function rnd(n)
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return seed % n + 1
+    end
+    local pieces = { "a", "z", "0", "-", "_", "A", ".", "/", ":", "@", "?", "#", " ", "\n", "\0", "\255", "é",
+      "https://", "http://", "example.com", "127.0.0.1", "[::1]", "KEY", "HOME", "HTTP_PROXY", "1X", "" }
+    local function str(max)
+      local t = {}
+      for _ = 1, rnd(max) - 1 do t[#t + 1] = pieces[rnd(#pieces)] end
+      return table.concat(t)
+    end
+    local function value()
+      local k = rnd(8)
+      if k == 1 then return nil elseif k == 2 then return rnd(100) elseif k == 3 then return rnd(2) == 1
+      elseif k == 4 then return { str(4), str(4) } elseif k == 5 then return "https://" .. str(5) end
+      return str(6)
+    end
+    local keys = { "name", "url_env", "key_env", "upstream", "git", "value", 1 }
+    local accepted, refused = 0, 0
+    for i = 1, 2000 do
+      local routes = {}
+      for j = 1, rnd(4) - 1 do
+        local r = {}
+        for _ = 1, rnd(6) do
+          local k = keys[rnd(#keys)]
+          r[k] = value()
+        end
+        if rnd(3) > 1 then r.name = ("r" .. j .. str(2)):lower():gsub("[^a-z0-9-]", "") end
+        routes[j] = r
+      end
+      local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/srv/w/x", command = "true",
+        proxy_socket = "/tmp/p.sock", reap = false, routes = routes }
+      local argv, err = isolation.argv(spec)
+      if argv then
+        local line = table.concat(argv, "\n")
+        for _, r in ipairs(routes) do
+          assert.truthy(line:find("\nISOLATION_ROUTE_" .. r.name:upper():gsub("-", "_") .. "=http://127.0.0.1:3128/"
+            .. r.name .. "\n", 1, true), "case " .. i)
+        end
+        assert.is_nil(line:find("\0", 1, true), "case " .. i .. ": a NUL in the argv")
+        accepted = accepted + 1
+      else
+        assert.matches("^isolation: routes", err, 1, false, "case " .. i .. ": " .. tostring(err))
+        refused = refused + 1
+      end
+    end
+    assert.is_true(accepted > 100 and refused > 100, accepted .. " accepted, " .. refused .. " refused")
+  end)
+
   it("refuses bad routes, naming the field and the value", function()
     local function err_of(routes, extra)
       local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/srv/w/x", command = "true",
-        proxy_socket = "/tmp/p.sock", routes = routes }
+        proxy_socket = "/tmp/p.sock", reap = false, routes = routes }
       for k, v in pairs(extra or {}) do spec[k] = v end
       local text, err = isolation.dry_run(spec)
       assert.is_nil(text)
