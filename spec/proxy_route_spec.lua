@@ -34,12 +34,12 @@ describe("proxy routes", function()
     assert.are.equal(0, code, err)
   end
 
-  local function start_upstream(leaf)
+  local function start_upstream(leaf, port)
     os.remove(dir .. "/port")
     os.remove(dir .. "/requests.jsonl")
-    local code, out = helpers.run(("python3 %s %s %s %s >/dev/null 2>%s/up.err & echo $!"):format(
+    local code, out = helpers.run(("python3 %s %s %s %s %s >/dev/null 2>%s/up.err & echo $!"):format(
       helpers.shquote(SPEC_DIR .. "support/tls_upstream.py"), helpers.shquote(dir .. "/" .. leaf .. ".pem"),
-      helpers.shquote(dir .. "/" .. leaf .. ".key"), helpers.shquote(dir), helpers.shquote(dir)))
+      helpers.shquote(dir .. "/" .. leaf .. ".key"), helpers.shquote(dir), port or "", helpers.shquote(dir)))
     assert.are.equal(0, code)
     upstream_pid = tonumber(out:match("%d+"))
     assert.is_true(helpers.wait_for(function() return helpers.exists(dir .. "/port") end, 10),
@@ -278,6 +278,40 @@ s.serve_forever()
     local p, e = isolation.proxy({ allow = {}, listen = "127.0.0.1:0", route_port = 0 })
     assert.is_nil(p)
     assert.matches("route_port must be an integer from 1 to 65535", e)
+  end)
+
+  it("keeps a clean upstream for the route's next client connection: one TLS connection for many", function()
+    if not dir then return end
+    start_upstream("good")
+    local port = open()
+    for _ = 1, 4 do
+      local code, out = curl(("http://127.0.0.1:%d/test/json"):format(port))
+      assert.are.equal(0, code)
+      assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+    end
+    local reqs = requests()
+    assert.are.equal(4, #reqs)
+    for i = 2, 4 do
+      assert.are.equal(reqs[1].peer, reqs[i].peer, "request " .. i .. " came on another upstream connection")
+      assert.are.same({ "Bearer " .. SECRET }, header(reqs[i], "authorization"))
+    end
+    assert.are.equal(4, proxy:stats().connections, "four client connections")
+    -- an upstream that closes its idle connection is dialed afresh, and
+    -- one that answers with Connection: close is not kept
+    local same_port = up_port
+    stop_upstream()
+    start_upstream("good", same_port)
+    local code, out = curl(("http://127.0.0.1:%d/test/json"):format(port))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+    code, out = curl(("-H 'Connection: close' http://127.0.0.1:%d/test/close"):format(port))
+    assert.are.equal(0, code)
+    code, out = curl(("http://127.0.0.1:%d/test/json"):format(port))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+    reqs = requests()
+    assert.are.equal(3, #reqs)
+    assert.are_not.equal(reqs[2].peer, reqs[3].peer, "the upstream that closed was reused")
   end)
 
   it("relays a request body (chunked and with a length) and keeps the connection alive", function()
