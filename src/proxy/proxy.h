@@ -156,7 +156,7 @@ struct proxy_opts {
 /* Idle route upstreams a proxy keeps at most, and for how long (ms; less
  * when idle_timeout is shorter). An upstream that closed one meanwhile is
  * seen before reuse (a peek finds its end) and dialed afresh. */
-#define PROXY_ROUTE_IDLE_MAX 8
+#define PROXY_ROUTE_IDLE_MAX 32
 #define PROXY_ROUTE_IDLE_MS 60000
 struct proxy_tls;
 
