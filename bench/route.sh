@@ -136,7 +136,9 @@ section=$RUN/section.md
     echo "resumption), made directly (TLS from the client), through a route (plain HTTP to the proxy, which"
     echo "makes the TLS connection and adds the secret), and through a CONNECT tunnel of the same proxy (thread"
     echo "mode, TCP). Client: bench/route-load.c. c=1 kept: one client, $KEEP requests a connection; c=32 new: a"
-    echo "new connection (and TLS handshake) for every request; ${RATE_T} s a cell. CPU: the proxy's process."
+    echo "new connection (and, direct and through CONNECT, a TLS handshake) for every request: through a route the"
+    echo "proxy keeps idle upstream TLS connections for the next client connection, so there it is a plain"
+    echo "connection to the proxy; ${RATE_T} s a cell. CPU: the proxy's process."
     echo
     echo "| path | c=1 kept p50 µs | c=32 new req/s | c=32 new p50 µs | c=32 new p99 µs | proxy CPU µs/req (new) | c=32 kept req/s | c=32 kept p50 µs | proxy CPU µs/req (kept) | stream MB/s | errors |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"
