@@ -2,7 +2,7 @@
 # bench/bench.sh - `make bench`: the shared proxy benchmark with the
 # project's proxy plugged in (TCP and unix socket) next to tinyproxy, squid,
 # asrt and asrt-uds; the shared sandbox start cost; then the project's own
-# bridge.sh, startup.sh (with hyperfine, then interleaved), gitcheck.sh and noisy.sh. Results:
+# bridge.sh, socks.sh, route.sh, startup.sh (with hyperfine, then interleaved), gitcheck.sh and noisy.sh. Results:
 # bench/results/bench-YYYY-MM-DD.md, and its chart (bench/chart.lua) beside
 # it, bench-YYYY-MM-DD.svg.
 #
@@ -63,6 +63,8 @@ log "bridge cost -> $OUT"
 SANDBOX_ROWS=${SANDBOX_ROWS-1} "$REPO/bench/bridge.sh" --out "$OUT" || rc=1
 log "SOCKS5 next to HTTP CONNECT -> $OUT"
 "$REPO/bench/socks.sh" --out "$OUT" || rc=1
+log "credential route next to direct TLS and CONNECT -> $OUT"
+"$REPO/bench/route.sh" --out "$OUT" || rc=1
 log "deny launch start cost -> $OUT"
 "$REPO/bench/startup.sh" --out "$OUT" ${QUICK:+--runs 10} || rc=1
 # the same rows again, interleaved: their ratios on a shared machine

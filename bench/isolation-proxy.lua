@@ -8,6 +8,8 @@
 --   ... [--luv]    drive it from luv's loop on this thread instead
 --   ... [--accept-listeners N]   take up to N listeners handed over the
 --                  unix socket (bridge "pass")
+--   ... [--route NAME=URL]   a credential route (bearer, the secret
+--                  "bench-secret"); [--upstream-ca FILE] its CA
 --
 -- Loads the module from the build tree next to this script unless
 -- ISOLATION_CPATH says otherwise.
@@ -32,6 +34,15 @@ while i <= #arg do
     i = i + 1
   elseif a == "--luv" then
     opts.loop = uv
+  elseif a == "--route" then
+    local name, url = (arg[i + 1] or ""):match("^([a-z0-9-]+)=(https://.+)$")
+    if not name then usage("--route needs NAME=https://...") end
+    opts.routes = opts.routes or {}
+    opts.routes[#opts.routes + 1] = { name = name, upstream = url, header = "bearer", value = "bench-secret" }
+    i = i + 1
+  elseif a == "--upstream-ca" then
+    opts.upstream_ca_file = arg[i + 1] or usage(a .. " needs a file")
+    i = i + 1
   elseif a == "--accept-listeners" then
     opts.accept_listeners = math.tointeger(tonumber(arg[i + 1] or "")) or usage(a .. " needs a number")
     i = i + 1

@@ -12,7 +12,7 @@ QUICK     ?=
 REPEAT    ?=
 
 .PHONY: bench bench-noisy chart
-bench: all $(BUILD)/floor-relay $(BUILD)/socks-load
+bench: all $(BUILD)/floor-relay $(BUILD)/socks-load $(BUILD)/route-load
 	QUICK='$(QUICK)' REPEAT='$(REPEAT)' SHARED='$(abspath $(SHARED))' BENCH_RUN='$(BENCH_RUN)' bench/bench.sh
 
 $(BUILD)/floor-relay: bench/floor-relay.c | $(BUILD)/obj
@@ -21,6 +21,11 @@ $(BUILD)/floor-relay: bench/floor-relay.c | $(BUILD)/obj
 # bench/socks.sh's client: the same tunnel through SOCKS5 and HTTP CONNECT
 $(BUILD)/socks-load: bench/socks-load.c | $(BUILD)/obj
 	$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $<
+
+# bench/route.sh's client: one HTTPS request direct, through a credential
+# route, and through a CONNECT tunnel (OpenSSL, as the proxy)
+$(BUILD)/route-load: bench/route-load.c | $(BUILD)/obj
+	$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $< -lssl -lcrypto
 
 # The chart of a results file (bench/chart.lua: an SVG next to it, same
 # name): `make bench` draws it at the end; `make chart` draws it again,

@@ -137,6 +137,21 @@ env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'
     assert.is_nil(out:find("route claude", 1, true))
   end)
 
+  it("--git sends the --secret routes' hosts through them, never the agent's model API", function()
+    if helpers.skip_without_bwrap() then return end
+    local status, out, err = fx:isolate({ "--workdir", tmp, "--network", "deny", "--agent", "claude",
+      "--secret", "MY_TOKEN@https://git.example.com#basic:x-access-token", "--git", "--", "env" },
+      { env = { "MY_TOKEN=" .. SECRET, "ANTHROPIC_API_KEY=sk-ant-" .. SECRET } })
+    assert.are.equal(0, status, err)
+    assert.is_nil((out .. err):find(SECRET, 1, true))
+    assert.truthy(out:find("\nGIT_CONFIG_COUNT=1\n", 1, true), out)
+    assert.truthy(out:find("\nGIT_CONFIG_KEY_0=url.http://127.0.0.1:3128/git-example-com/.insteadOf\n", 1, true), out)
+    assert.truthy(out:find("\nGIT_CONFIG_VALUE_0=https://git.example.com/\n", 1, true), out)
+    assert.truthy(out:find("\nANTHROPIC_API_KEY=isolation-route-claude\n", 1, true), out)
+    assert.truthy(out:find("\nANTHROPIC_BASE_URL=http://127.0.0.1:3128/claude\n", 1, true), out)
+    assert.truthy(out:find("\nMY_TOKEN=isolation-route-git-example-com\n", 1, true), out)
+  end)
+
   it("--dry-run names the route and its variable, never the secret", function()
     if not dir then pending("openssl, python3 and curl are needed") return end
     if helpers.skip_without_bwrap() then return end

@@ -6,21 +6,50 @@
 -- route each get a clear refusal; server-sent events are streamed.
 local isolation = require("isolation")
 local helpers = require("helpers")
-local tls = require("support.tls_upstream")
+local json = require("isolation.json")
 
 local SECRET = "sk-route-secret-0123456789abcdef"
+local SPEC_DIR = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
+
+local function have(cmd)
+  return helpers.run("command -v " .. cmd) == 0
+end
 
 describe("proxy routes", function()
-  local dir, up, up_port, proxy
+  local dir, upstream_pid, up_port, proxy
 
-  local function start_upstream(leaf)
-    up = tls.start(dir, leaf)
-    up_port = up.port
+  -- A CA, and a leaf it signs for the names/addresses in san.
+  local function make_ca(name)
+    local code, _, err = helpers.run(("cd %s && openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+      .. "-subj /CN=%s -keyout %s.key -out %s.pem"):format(helpers.shquote(dir), name, name, name))
+    assert.are.equal(0, code, err)
+  end
+  local function make_leaf(ca, name, san)
+    local cmd = ("cd %s && openssl req -newkey rsa:2048 -nodes -subj /CN=%s -keyout %s.key -out %s.csr"
+      .. " && printf 'subjectAltName=%s\\n' > %s.ext"
+      .. " && openssl x509 -req -in %s.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2"
+      .. " -extfile %s.ext -out %s.pem"):format(helpers.shquote(dir), name, name, name, san, name,
+      name, ca, ca, name, name)
+    local code, _, err = helpers.run(cmd)
+    assert.are.equal(0, code, err)
+  end
+
+  local function start_upstream(leaf, port)
+    os.remove(dir .. "/port")
+    os.remove(dir .. "/requests.jsonl")
+    local code, out = helpers.run(("python3 %s %s %s %s %s >/dev/null 2>%s/up.err & echo $!"):format(
+      helpers.shquote(SPEC_DIR .. "support/tls_upstream.py"), helpers.shquote(dir .. "/" .. leaf .. ".pem"),
+      helpers.shquote(dir .. "/" .. leaf .. ".key"), helpers.shquote(dir), port or "", helpers.shquote(dir)))
+    assert.are.equal(0, code)
+    upstream_pid = tonumber(out:match("%d+"))
+    assert.is_true(helpers.wait_for(function() return helpers.exists(dir .. "/port") end, 10),
+      "the upstream started")
+    up_port = tonumber(helpers.read(dir .. "/port"))
   end
 
   local function stop_upstream()
-    if up then up.stop() end
-    up = nil
+    if upstream_pid then helpers.run("kill " .. upstream_pid) end
+    upstream_pid = nil
   end
 
   local function open(opts)
@@ -39,24 +68,35 @@ describe("proxy routes", function()
     return proxy:port()
   end
 
-  local function requests() return up.requests() end
-  local header = tls.header
+  local function requests()
+    local list = {}
+    for line in io.lines(dir .. "/requests.jsonl") do list[#list + 1] = json.decode(line) end
+    return list
+  end
+
+  local function header(req, name)
+    local found = {}
+    for _, h in ipairs(req.headers) do
+      if h[1]:lower() == name:lower() then found[#found + 1] = h[2] end
+    end
+    return found
+  end
 
   local function curl(args)
     return helpers.run("curl -sS --max-time 20 -D - " .. args)
   end
 
   setup(function()
-    if not tls.available() then
+    if not have("openssl") or not have("python3") or not have("curl") then
       pending("openssl, python3 and curl are needed for the route specs")
       return
     end
     dir = helpers.tmpdir()
-    tls.make_ca(dir, "ca")
-    tls.make_ca(dir, "otherca")
-    tls.make_leaf(dir, "ca", "good", "DNS:up.example.com,IP:127.0.0.1")
-    tls.make_leaf(dir, "ca", "wrongname", "DNS:other.example.net")
-    tls.make_leaf(dir, "otherca", "othersigned", "DNS:up.example.com,IP:127.0.0.1")
+    make_ca("ca")
+    make_ca("otherca")
+    make_leaf("ca", "good", "DNS:up.example.com,IP:127.0.0.1")
+    make_leaf("ca", "wrongname", "DNS:other.example.net")
+    make_leaf("otherca", "othersigned", "DNS:up.example.com,IP:127.0.0.1")
   end)
 
   teardown(function()
@@ -134,6 +174,145 @@ describe("proxy routes", function()
     assert.are.same({ "Basic " .. enc }, header(reqs[1], "authorization"))
     assert.are.equal("/info/refs", reqs[1].path)
     assert.are.same({ SECRET }, header(reqs[2], "x-goog-api-key"))
+  end)
+
+  it("asks a proxy with a token for it on a route request too (407), and serves it with the token", function()
+    if not dir then return end
+    start_upstream("good")
+    local token = "route-proxy-token-42"
+    local port = open({ token = token })
+    local url = ("http://127.0.0.1:%d/test/json"):format(port)
+    -- origin form and absolute form without the token: 407, nothing upstream
+    local code, out = curl(url)
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 407"), out)
+    assert.is_truthy(out:find("Proxy-Authenticate:", 1, true), out)
+    code, out = curl(("-x http://127.0.0.1:%d %s"):format(port, url))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 407"), out)
+    -- a wrong token: 407 as well
+    code, out = curl(("-x http://127.0.0.1:%d -U isolation:wrong %s"):format(port, url))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 407"), out)
+    assert.is_false(helpers.exists(dir .. "/requests.jsonl"), "nothing reached the upstream without the token")
+    -- with it, in either form: served, and the token goes no further than the proxy
+    local _, basic = helpers.run("printf %s " .. helpers.shquote("isolation:" .. token) .. " | base64 -w0")
+    code, out = curl(("-H 'Proxy-Authorization: Basic %s' %s"):format(basic, url))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+    code, out = curl(("-x http://127.0.0.1:%d -U isolation:%s %s"):format(port, token, url))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+    local reqs = requests()
+    assert.are.equal(2, #reqs)
+    for _, r in ipairs(reqs) do
+      assert.are.same({ "Bearer " .. SECRET }, header(r, "authorization"))
+      assert.are.same({}, header(r, "proxy-authorization"))
+      for _, h in ipairs(r.headers) do assert.is_nil(h[2]:find(basic, 1, true)) end
+    end
+    local codes = {}
+    for _, e in ipairs(proxy:events()) do codes[#codes + 1] = e.code end
+    assert.are.same({ "auth_required", "auth_required", "auth_required", "route", "route" }, codes)
+  end)
+
+  it("sends an absolute-form request for another loopback service there, never on the route", function()
+    if not dir then return end
+    start_upstream("good")
+    -- a plain HTTP service on the host's loopback that the allowlist admits
+    -- (a hook, say); it records every request it gets
+    helpers.write(dir .. "/plain.py", [[
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(sys.argv[1] + "/plain.jsonl", "a") as f:
+            f.write(json.dumps({"path": self.path, "headers": [[k, v] for k, v in self.headers.items()]}) + "\n")
+        body = b"plain service"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1] + "/plain.port", "w").write(str(s.server_address[1]))
+s.serve_forever()
+]])
+    os.remove(dir .. "/plain.port")
+    local _, pidout = helpers.run(("python3 %s %s >/dev/null 2>&1 & echo $!"):format(
+      helpers.shquote(dir .. "/plain.py"), helpers.shquote(dir)))
+    local plain_pid = tonumber(pidout:match("%d+"))
+    finally(function() helpers.run("kill " .. plain_pid) end)
+    assert.is_true(helpers.wait_for(function() return helpers.exists(dir .. "/plain.port") end, 10))
+    local other = tonumber(helpers.read(dir .. "/plain.port"))
+    -- route_port: where the sandbox reaches the proxy (not the port it listens on here)
+    local port = open({ allow = { "127.0.0.1:" .. other }, route_port = 4000 })
+    local code, out, err = curl(("-x http://127.0.0.1:%d http://127.0.0.1:%d/test/v1/json"):format(port, other))
+    assert.are.equal(0, code, err)
+    assert.is_truthy(out:match("^HTTP/1%.%d 200"), out)
+    assert.is_truthy(out:find("plain service", 1, true), out)
+    local plain = {}
+    for line in io.lines(dir .. "/plain.jsonl") do plain[#plain + 1] = json.decode(line) end
+    assert.are.equal(1, #plain)
+    assert.are.equal("/test/v1/json", plain[1].path)
+    for _, h in ipairs(plain[1].headers) do
+      assert.is_nil(h[2]:find(SECRET, 1, true), "the other service got the route's secret in " .. h[1])
+    end
+    assert.are.same({}, header(plain[1], "authorization"))
+    assert.is_false(helpers.exists(dir .. "/requests.jsonl"), "the route's upstream got a request meant elsewhere")
+    -- another loopback address at the route's port is not the proxy either:
+    -- a forward request, refused here (not on the allowlist)
+    code, out = curl(("-x http://127.0.0.1:%d http://127.0.0.2:4000/test/json"):format(port))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 403"), out)
+    assert.is_false(helpers.exists(dir .. "/requests.jsonl"))
+    -- the proxy's own address, as the sandbox names it, is the route's
+    for _, host in ipairs({ "127.0.0.1:4000", "localhost:4000", "[::1]:4000", "127.0.0.1:" .. port }) do
+      code, out = curl(("-x http://127.0.0.1:%d http://%s/test/json"):format(port, host))
+      assert.are.equal(0, code)
+      assert.is_truthy(out:match("^HTTP/1%.1 200"), host .. ": " .. out)
+    end
+    local reqs = requests()
+    assert.are.equal(4, #reqs)
+    assert.are.same({ "Bearer " .. SECRET }, header(reqs[1], "authorization"))
+    -- route_port is checked like every option
+    local p, e = isolation.proxy({ allow = {}, listen = "127.0.0.1:0", route_port = 0 })
+    assert.is_nil(p)
+    assert.matches("route_port must be an integer from 1 to 65535", e)
+  end)
+
+  it("keeps a clean upstream for the route's next client connection: one TLS connection for many", function()
+    if not dir then return end
+    start_upstream("good")
+    local port = open()
+    for _ = 1, 4 do
+      local code, out = curl(("http://127.0.0.1:%d/test/json"):format(port))
+      assert.are.equal(0, code)
+      assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+    end
+    local reqs = requests()
+    assert.are.equal(4, #reqs)
+    for i = 2, 4 do
+      assert.are.equal(reqs[1].peer, reqs[i].peer, "request " .. i .. " came on another upstream connection")
+      assert.are.same({ "Bearer " .. SECRET }, header(reqs[i], "authorization"))
+    end
+    assert.are.equal(4, proxy:stats().connections, "four client connections")
+    -- an upstream that closes its idle connection is dialed afresh, and
+    -- one that answers with Connection: close is not kept
+    local same_port = up_port
+    stop_upstream()
+    start_upstream("good", same_port)
+    local code, out = curl(("http://127.0.0.1:%d/test/json"):format(port))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+    code, out = curl(("-H 'Connection: close' http://127.0.0.1:%d/test/close"):format(port))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+    code, out = curl(("http://127.0.0.1:%d/test/json"):format(port))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+    reqs = requests()
+    assert.are.equal(3, #reqs)
+    assert.are_not.equal(reqs[2].peer, reqs[3].peer, "the upstream that closed was reused")
   end)
 
   it("relays a request body (chunked and with a length) and keeps the connection alive", function()

@@ -51,32 +51,27 @@ function M.agent_route(agent, keys)
   return nil
 end
 
---- Sets each route's variables in env_set (a table, changed): the base URL
---- in ISOLATION_ROUTE_<NAME> (and url_env), the placeholder in env (and, for
---- an agent's, each of its key variables present), and with git the
---- GIT_CONFIG_* insteadOf entries. Returns the proxy's routes array.
-function M.apply(env_set, list, port, present)
-  local proxy_routes, git = {}, {}
+--- The launch spec's routes (names, the upstream and the variables each
+--- sets inside: the base URL in ISOLATION_ROUTE_<NAME> and url_env, the
+--- placeholder in env and, for an agent's, each of its key variables
+--- present; git's insteadOf with git) and the proxy's routes array (with
+--- the values). The launch spec never holds a value.
+function M.apply(list, present)
+  local proxy_routes, spec_routes = {}, {}
   for _, r in ipairs(list) do
-    local base = "http://127.0.0.1:" .. port .. "/" .. r.name
-    env_set[M.var(r.name)] = base
-    local placeholder = "isolation-route-" .. r.name
-    if r.env then env_set[r.env] = placeholder end
-    if r.url_env then env_set[r.url_env] = base end
-    for _, k in ipairs(r.keys or {}) do
-      if present and present(k[1]) then env_set[k[1]] = placeholder end
+    local keys, seen = {}, {}
+    local function key(n)
+      if n and not seen[n] then seen[n] = true; keys[#keys + 1] = n end
     end
-    if r.git then git[#git + 1] = { base .. "/", (r.upstream:gsub("/*$", "")) .. "/" } end
+    key(r.env)
+    for _, k in ipairs(r.keys or {}) do
+      if present and present(k[1]) then key(k[1]) end
+    end
+    spec_routes[#spec_routes + 1] = { name = r.name, upstream = r.upstream, url_env = r.url_env,
+      key_env = #keys > 0 and keys or nil, git = r.git or nil }
     proxy_routes[#proxy_routes + 1] = { name = r.name, upstream = r.upstream, header = r.header, value = r.value }
   end
-  if #git > 0 then
-    env_set.GIT_CONFIG_COUNT = tostring(#git)
-    for i, g in ipairs(git) do
-      env_set["GIT_CONFIG_KEY_" .. (i - 1)] = "url." .. g[1] .. ".insteadOf"
-      env_set["GIT_CONFIG_VALUE_" .. (i - 1)] = g[2]
-    end
-  end
-  return proxy_routes
+  return spec_routes, proxy_routes
 end
 
 return M

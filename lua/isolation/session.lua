@@ -864,11 +864,8 @@ function Manager:launch(req)
     if not uses_proxy then
       return nil, "isolation: secrets and agent_keys need network deny (the route is the proxy's)"
     end
-    local env_set = {}
-    for k, v in pairs(type(spec.env_set) == "table" and spec.env_set or {}) do env_set[k] = v end
     local keys = type(req.agent_keys) == "table" and req.agent_keys or {}
-    proxy_routes = routes.apply(env_set, route_list, spec.proxy_port or 3128, function(n) return keys[n] ~= nil end)
-    spec.env_set = env_set
+    spec.routes, proxy_routes = routes.apply(route_list, function(n) return keys[n] ~= nil end)
   end
   if uses_proxy then
     allow, err = allowlist(req.agent, req.hook_url, cfg, req.default_hosts)
@@ -1004,7 +1001,7 @@ function Manager:launch(req)
       accept_listeners = spec.bridge == "pass" and 2 or nil,
       session = self._audit_log and id, max_connections = req.max_connections or self._max_connections,
       routes = proxy_routes, upstream_ca_file = proxy_routes and req.upstream_ca_file or nil,
-      upstream_proxy = self._upstream_proxy })
+      upstream_proxy = self._upstream_proxy, route_port = proxy_routes and spec.proxy_port or nil })
     if not p then
       remove_filter(s.seccomp_file)
       return nil, err

@@ -1,13 +1,15 @@
 """A local HTTPS upstream for the route specs (loopback only).
 
-usage: tls_upstream.py CERT KEY DIR
-Listens on 127.0.0.1:0, writes its port to DIR/port, and for each request
-appends one JSON line (method, path, headers, body) to DIR/requests.jsonl.
+usage: tls_upstream.py CERT KEY DIR [PORT]
+Listens on 127.0.0.1:PORT (default 0: any free port), writes its port to DIR/port, and for each request
+appends one JSON line (method, path, peer: the client's port, headers, body)
+to DIR/requests.jsonl.
   /json        answers {"ok": true, "path": ...}
   /sse         two server-sent events: the first, then waits (10 s at most)
                for DIR/go to exist, then the second names which came first
   /hang        reads the request and never answers
   /echo        answers the request body back (Content-Length)
+  /close       answers as /json, with Connection: close, and closes
   /sink        reads the body in pieces and answers its length
   /source?n=N  answers N bytes, chunked, 1 MiB at a time
   /git/...     git smart HTTP (git http-backend, repositories under
@@ -33,7 +35,7 @@ class H(BaseHTTPRequestHandler):
 
     def _record(self, body):
         with open(os.path.join(DIR, "requests.jsonl"), "a") as f:
-            f.write(json.dumps({"method": self.command, "path": self.path,
+            f.write(json.dumps({"method": self.command, "path": self.path, "peer": self.client_address[1],
                                 "headers": [[k, v] for k, v in self.headers.items()],
                                 "body": body.decode("latin-1")}) + "\n")
 
@@ -166,13 +168,17 @@ class H(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
+        if p.endswith("/close"):
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
         self.wfile.write(out)
 
     do_GET = do_POST = do_PUT = _any
 
 
-srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+ThreadingHTTPServer.allow_reuse_address = True
+srv = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[4]) if len(sys.argv) > 4 else 0), H)
 srv.daemon_threads = True
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(CERT, KEY)

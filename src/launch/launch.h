@@ -71,6 +71,18 @@ struct launch_limits {
 };
 enum launch_bridge { BRIDGE_SOCAT, BRIDGE_BUILTIN, BRIDGE_PASS };
 
+/* routes (launch_env.c): the variables of a credential route; no secret */
+#define LAUNCH_MAX_ROUTES 64
+#define LAUNCH_ROUTE_KEYS 8
+struct launch_route {
+    const char *name;     /* [a-z0-9-]{1,63} */
+    const char *upstream; /* NULL when not given (git needs it) */
+    const char *url_env;  /* NULL when not given */
+    const char *key_env[LAUNCH_ROUTE_KEYS];
+    size_t nkey;
+    bool git;
+};
+
 /* A launch spec, checked. Strings point into Lua values kept on the stack. */
 struct launch_spec {
     enum launch_mode mode; /* mode podman is MODE_DOCKER with podman set */
@@ -119,7 +131,10 @@ struct launch_spec {
     size_t nenv_pass;
     const char *env_set_name[LAUNCH_MAX_ENV];
     const char *env_set_value[LAUNCH_MAX_ENV];
+    bool env_set_route[LAUNCH_MAX_ENV]; /* set by routes, not by env_set */
     size_t nenv_set;
+    struct launch_route routes[LAUNCH_MAX_ROUTES];
+    size_t nroutes;
     bool env_inherit;
     /* protect: relative as given, and each joined to the workdir */
     const char *protect[LAUNCH_MAX_PROTECT];
@@ -149,9 +164,10 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
                      struct launch_spec *s);
 
 /*
- * Reads env_pass, env_set and env_inherit of the spec at idx into s (after
- * the config and agent): 1, or 0 with the message pushed. Values stay on
- * the stack like every other string of the spec.
+ * Reads env_pass, env_set, env_inherit and routes of the spec at idx into s
+ * (after the config, agent and proxy_port): 1, or 0 with the message
+ * pushed. Values stay on the stack like every other string of the spec;
+ * the variables a route sets are made here and join env_set.
  */
 int launch_env_read(lua_State *L, int idx, struct launch_spec *s);
 /* The length of the array at v, read without reading its elements: a key

@@ -219,6 +219,23 @@ static int read_env_pass(lua_State *L, int idx, struct launch_spec *s)
     return 1;
 }
 
+/* Sorted by name: the same spec gives the same line everywhere. */
+static void env_set_put(struct launch_spec *s, const char *name,
+                        const char *value, bool route)
+{
+    size_t at = s->nenv_set;
+    while (at > 0 && strcmp(s->env_set_name[at - 1], name) > 0) {
+        s->env_set_name[at] = s->env_set_name[at - 1];
+        s->env_set_value[at] = s->env_set_value[at - 1];
+        s->env_set_route[at] = s->env_set_route[at - 1];
+        at--;
+    }
+    s->env_set_name[at] = name;
+    s->env_set_value[at] = value;
+    s->env_set_route[at] = route;
+    s->nenv_set++;
+}
+
 static int read_env_set(lua_State *L, int idx, struct launch_spec *s)
 {
     lua_getfield(L, idx, "env_set");
@@ -263,32 +280,302 @@ static int read_env_set(lua_State *L, int idx, struct launch_spec *s)
             return 0;
         }
         lua_pop(L, 1);
-        /* sorted by name: the same spec gives the same line everywhere */
-        size_t at = s->nenv_set;
-        while (at > 0 && strcmp(s->env_set_name[at - 1], name) > 0) {
-            s->env_set_name[at] = s->env_set_name[at - 1];
-            s->env_set_value[at] = s->env_set_value[at - 1];
-            at--;
-        }
-        s->env_set_name[at] = name;
-        s->env_set_value[at] = value;
-        s->nenv_set++;
+        env_set_put(s, name, value, false);
         lua_pushvalue(L, key); /* the next key; key and value stay below */
     }
     return 1;
 }
 
+/* Pushes ISOLATION_ROUTE_<NAME>: upper case, dashes as underscores. */
+static const char *push_route_var(lua_State *L, const char *name)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "ISOLATION_ROUTE_");
+    for (const char *c = name; *c; c++)
+        luaL_addchar(&b, *c == '-'                  ? '_'
+                         : (*c >= 'a' && *c <= 'z') ? (char)(*c - 'a' + 'A')
+                                                    : *c);
+    luaL_pushresult(&b);
+    return lua_tostring(L, -1);
+}
+
+/*
+ * routes: the launch side of credential routes (API, "Credentials that
+ * stay outside"). The secret is the proxy's alone; a route here names the
+ * variables that lead to it. Inside: ISOLATION_ROUTE_<NAME> and url_env
+ * hold the route's base URL on the bridge, http://127.0.0.1:<proxy_port>/
+ * <name>; each key_env holds the placeholder isolation-route-<name>, which
+ * is not the secret and is worth nothing anywhere else; with git = true,
+ * GIT_CONFIG_COUNT/KEY_n/VALUE_n send git's https://<upstream>/ through the
+ * route (insteadOf). A key_env is set, so never passed through from the
+ * launching environment (not even when AGENT_ENV lists it: each_kept skips
+ * every name env_set holds), and env_pass may not name it.
+ */
+static bool route_name_ok(const char *n, size_t len)
+{
+    if (len < 1 || len > 63)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= '0' && n[i] <= '9') ||
+              n[i] == '-'))
+            return false;
+    return true;
+}
+
+/* https://HOST[:PORT][/PATH]: printable, no space, userinfo, query or
+ * fragment (the value goes into git's configuration and the dry run). */
+static bool upstream_ok(const char *u, size_t len)
+{
+    if (len <= 8 || len > 2048 || strncmp(u, "https://", 8) != 0 || u[8] == '/')
+        return false;
+    for (size_t i = 8; i < len; i++)
+        if ((unsigned char)u[i] <= 0x20 || (unsigned char)u[i] >= 0x7f ||
+            u[i] == '@' || u[i] == '?' || u[i] == '#' || u[i] == '\\')
+            return false;
+    return true;
+}
+
+/* Adds a variable a route sets; refuses one set twice (by env_set or
+ * another route) or passed through by env_pass. */
+static int route_set(lua_State *L, struct launch_spec *s, const char *field,
+                     const char *name, const char *value)
+{
+    if (in_array(name, s->env_pass, s->nenv_pass)) {
+        lua_pushfstring(L,
+                        "isolation: %s sets %s, which env_pass also names: "
+                        "the launching environment's value (a secret, for a "
+                        "key) would reach the sandbox",
+                        field, name);
+        return 0;
+    }
+    if (in_array(name, s->env_set_name, s->nenv_set)) {
+        lua_pushfstring(L,
+                        "isolation: %s sets %s, which env_set or another "
+                        "route already sets",
+                        field, name);
+        return 0;
+    }
+    if (s->nenv_set >= LAUNCH_MAX_ENV) {
+        lua_pushfstring(L,
+                        "isolation: env_set and routes together set more "
+                        "than %d names",
+                        LAUNCH_MAX_ENV);
+        return 0;
+    }
+    env_set_put(s, name, value, true);
+    return 1;
+}
+
+static int read_route_name(lua_State *L, int e, const char *field,
+                           const struct launch_spec *s, const char **out)
+{
+    lua_getfield(L, e, "name");
+    size_t len = 0;
+    const char *n =
+        lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    lua_pushfstring(L, "%s.name", field);
+    if (!n || !route_name_ok(n, len))
+        return msg_fail_got(L, -2, lua_tostring(L, -1),
+                            "must be 1 to 63 of a-z, 0-9 and - (the first "
+                            "segment of the route's path)");
+    lua_pop(L, 1);
+    for (size_t i = 0; i < s->nroutes; i++)
+        if (strcmp(s->routes[i].name, n) == 0)
+            return msg_fail_got(L, -1, field,
+                                "has the name of an earlier route");
+    *out = n;
+    return 1;
+}
+
+/* An optional variable name at key of the route at e. */
+static int read_route_var(lua_State *L, int v, const char *field,
+                          const struct launch_spec *s, const char **out)
+{
+    *out = NULL;
+    if (msg_is_absent(L, v))
+        return 1;
+    return check_name(L, v, field, s, out);
+}
+
+static int read_route(lua_State *L, int e, const char *field,
+                      struct launch_spec *s, struct launch_route *r)
+{
+    memset(r, 0, sizeof *r);
+    if (lua_type(L, e) != LUA_TTABLE)
+        return msg_fail_got(L, e, field,
+                            "must be a table {name, url_env, key_env, "
+                            "upstream, git}");
+    lua_pushnil(L);
+    while (lua_next(L, e)) {
+        lua_pop(L, 1);
+        static const char *const keys[] = {"name",     "url_env", "key_env",
+                                           "upstream", "git",     NULL};
+        if (lua_type(L, -1) != LUA_TSTRING ||
+            !in_list(lua_tostring(L, -1), keys)) {
+            lua_pushfstring(L, "%s has an unknown key", field);
+            return msg_fail_got(L, -2, lua_tostring(L, -1),
+                                "(accepted: name, url_env, key_env, "
+                                "upstream, git; the secret is never in a "
+                                "launch spec)");
+        }
+    }
+    if (!read_route_name(L, e, field, s, &r->name))
+        return 0;
+    lua_getfield(L, e, "url_env");
+    lua_pushfstring(L, "%s.url_env", field);
+    if (!read_route_var(L, -2, lua_tostring(L, -1), s, &r->url_env))
+        return 0;
+    lua_pop(L, 1);
+    lua_getfield(L, e, "key_env");
+    int k = lua_gettop(L);
+    if (lua_type(L, k) == LUA_TTABLE) {
+        lua_Integer count;
+        lua_pushfstring(L, "%s.key_env", field);
+        if (!launch_array_count(L, k, lua_tostring(L, -1),
+                                "must be an array of variable names, not a "
+                                "map; it has the key",
+                                LAUNCH_ROUTE_KEYS, &count))
+            return 0;
+        if (count < 1 || count > LAUNCH_ROUTE_KEYS)
+            return msg_fail_got(L, k, lua_tostring(L, -1),
+                                "must be a variable name or an array of 1 "
+                                "to 8 of them");
+        for (lua_Integer i = 1; i <= count; i++) {
+            lua_pushfstring(L, "%s.key_env[%I]", field, (LUAI_UACINT)i);
+            lua_rawgeti(L, k, i);
+            if (!check_name(L, -1, lua_tostring(L, -2), s,
+                            &r->key_env[r->nkey]))
+                return 0;
+            r->nkey++;
+        }
+    } else if (!msg_is_absent(L, k)) {
+        lua_pushfstring(L, "%s.key_env", field);
+        if (!check_name(L, k, lua_tostring(L, -1), s, &r->key_env[0]))
+            return 0;
+        r->nkey = 1;
+    }
+    lua_getfield(L, e, "upstream");
+    if (!msg_is_absent(L, -1)) {
+        size_t len = 0;
+        const char *u =
+            lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        lua_pushfstring(L, "%s.upstream", field);
+        if (!u || !upstream_ok(u, len))
+            return msg_fail_got(L, -2, lua_tostring(L, -1),
+                                "must be https://HOST[:PORT][/PATH] without "
+                                "spaces, userinfo, query or fragment");
+        r->upstream = u;
+    }
+    lua_getfield(L, e, "git");
+    if (!msg_is_absent(L, -1)) {
+        lua_pushfstring(L, "%s.git", field);
+        if (lua_type(L, -2) != LUA_TBOOLEAN)
+            return msg_fail_got(L, -2, lua_tostring(L, -1),
+                                "must be a boolean");
+        r->git = lua_toboolean(L, -2);
+        if (r->git && !r->upstream)
+            return msg_fail_got(L, -2, lua_tostring(L, -1),
+                                "needs the route's upstream (git's https:// "
+                                "URLs of that upstream go through the route)");
+    }
+    return 1;
+}
+
+/* The variables of the routes read so far, into env_set. */
+static int set_route_vars(lua_State *L, struct launch_spec *s)
+{
+    size_t ngit = 0;
+    for (size_t i = 0; i < s->nroutes; i++) {
+        const struct launch_route *r = &s->routes[i];
+        luaL_checkstack(L, 16, "routes");
+        lua_pushfstring(L, "routes[%d]", (int)i + 1);
+        const char *field = lua_tostring(L, -1);
+        const char *base = lua_pushfstring(L, "http://127.0.0.1:%d/%s",
+                                           s->proxy_port, r->name);
+        if (!route_set(L, s, field, push_route_var(L, r->name), base))
+            return 0;
+        if (r->url_env && !route_set(L, s, field, r->url_env, base))
+            return 0;
+        const char *ph = lua_pushfstring(L, "isolation-route-%s", r->name);
+        for (size_t k = 0; k < r->nkey; k++)
+            if (!route_set(L, s, field, r->key_env[k], ph))
+                return 0;
+        if (!r->git)
+            continue;
+        lua_pushfstring(L, "GIT_CONFIG_KEY_%d", (int)ngit);
+        const char *key = lua_tostring(L, -1);
+        lua_pushfstring(L, "url.%s/.insteadOf", base);
+        if (!route_set(L, s, field, key, lua_tostring(L, -1)))
+            return 0;
+        size_t ul = strlen(r->upstream);
+        while (ul > 8 && r->upstream[ul - 1] == '/')
+            ul--;
+        lua_pushfstring(L, "GIT_CONFIG_VALUE_%d", (int)ngit);
+        key = lua_tostring(L, -1);
+        lua_pushlstring(L, r->upstream, ul);
+        lua_pushliteral(L, "/");
+        lua_concat(L, 2);
+        if (!route_set(L, s, field, key, lua_tostring(L, -1)))
+            return 0;
+        ngit++;
+    }
+    if (ngit && !route_set(L, s, "routes", "GIT_CONFIG_COUNT",
+                           lua_pushfstring(L, "%d", (int)ngit)))
+        return 0;
+    return 1;
+}
+
+static int read_routes(lua_State *L, int idx, struct launch_spec *s)
+{
+    lua_getfield(L, idx, "routes");
+    int v = lua_gettop(L);
+    if (msg_is_absent(L, v))
+        return 1;
+    lua_Integer count;
+    if (lua_type(L, v) != LUA_TTABLE)
+        return msg_fail_got(L, v, "routes",
+                            "must be an array of {name, url_env, key_env, "
+                            "upstream, git}");
+    if (!launch_array_count(L, v, "routes",
+                            "must be an array of {name, url_env, key_env, "
+                            "upstream, git}, not a map; it has the key",
+                            LAUNCH_MAX_ROUTES, &count))
+        return 0;
+    if (count > 0 && (!s->deny || s->mode == MODE_NONE))
+        return msg_fail_got(L, v, "routes",
+                            "needs network deny in a sandbox (bwrap, docker "
+                            "or podman): a route is the proxy's");
+    luaL_checkstack(L, 8 * (int)count + 8, "routes");
+    for (lua_Integer i = 1; i <= count; i++) {
+        lua_pushfstring(L, "routes[%I]", (LUAI_UACINT)i);
+        const char *field = lua_tostring(L, -1);
+        int e = lua_gettop(L) + 1;
+        if (lua_rawgeti(L, v, i) == LUA_TNIL) {
+            lua_pushfstring(L,
+                            "isolation: routes must be an array without "
+                            "holes (got nothing at %s)",
+                            field);
+            return 0;
+        }
+        if (!read_route(L, e, field, s, &s->routes[s->nroutes]))
+            return 0;
+        s->nroutes++;
+    }
+    return set_route_vars(L, s);
+}
+
 bool launch_env_is_key(const char *key)
 {
     static const char *const keys[] = {"env_pass", "env_set", "env_inherit",
-                                       NULL};
+                                       "routes", NULL};
     return in_list(key, keys);
 }
 
 int launch_env_read(lua_State *L, int idx, struct launch_spec *s)
 {
     idx = lua_absindex(L, idx);
-    s->nenv_pass = s->nenv_set = 0;
+    s->nenv_pass = s->nenv_set = s->nroutes = 0;
     s->env_inherit = false;
     lua_getfield(L, idx, "env_inherit");
     if (!msg_is_absent(L, -1)) {
@@ -297,7 +584,8 @@ int launch_env_read(lua_State *L, int idx, struct launch_spec *s)
         s->env_inherit = lua_toboolean(L, -1);
     }
     lua_pop(L, 1);
-    return read_env_pass(L, idx, s) && read_env_set(L, idx, s);
+    return read_env_pass(L, idx, s) && read_env_set(L, idx, s) &&
+           read_routes(L, idx, s);
 }
 
 /*
@@ -411,6 +699,49 @@ static size_t count_names(const char *const *list)
     return n;
 }
 
+/* One line a route: its name, upstream and the variables it sets (names,
+ * the base URL and the placeholder, none of them a secret). */
+static void describe_routes(luaL_Buffer *b, const struct launch_spec *s)
+{
+    lua_State *L = b->L;
+    for (size_t i = 0; i < s->nroutes; i++) {
+        const struct launch_route *r = &s->routes[i];
+        luaL_addstring(b, "  route ");
+        luaL_addstring(b, r->name); /* [a-z0-9-]: plain */
+        luaL_addstring(b, ": ");
+        if (r->upstream) {
+            msg_push_display(L, r->upstream);
+            luaL_addvalue(b);
+        } else {
+            luaL_addstring(b, "the proxy's upstream");
+        }
+        luaL_addstring(b, " (the secret stays in the proxy); ");
+        push_route_var(L, r->name);
+        luaL_addvalue(b);
+        if (r->url_env) {
+            luaL_addstring(b, ", ");
+            luaL_addstring(b, r->url_env);
+        }
+        lua_pushfstring(L, " = http://127.0.0.1:%d/%s", s->proxy_port, r->name);
+        luaL_addvalue(b);
+        for (size_t k = 0; k < r->nkey; k++) {
+            luaL_addstring(b, k ? ", " : "; ");
+            luaL_addstring(b, r->key_env[k]);
+        }
+        if (r->nkey) {
+            lua_pushfstring(L,
+                            " = isolation-route-%s (a placeholder, not the "
+                            "key)",
+                            r->name);
+            luaL_addvalue(b);
+        }
+        if (r->git)
+            luaL_addstring(b, "; git's https URLs of the upstream go through "
+                              "it (GIT_CONFIG_* insteadOf)");
+        luaL_addchar(b, '\n');
+    }
+}
+
 void launch_env_describe(luaL_Buffer *b, const struct launch_spec *s)
 {
     bool docker = s->mode == MODE_DOCKER;
@@ -436,11 +767,21 @@ void launch_env_describe(luaL_Buffer *b, const struct launch_spec *s)
                        base_env, count_names(base_env), docker ? "PATH" : NULL);
         const char *const *agent = agent_names(s->agent);
         if (*agent) {
+            /* what env_set or a route sets is not taken from the shell
+             * (each_kept): a route's key_env is the placeholder */
+            const char *kept[LAUNCH_MAX_ENV];
+            size_t nkept = 0;
+            for (const char *const *p = agent; *p && nkept < LAUNCH_MAX_ENV;
+                 p++)
+                if (!in_array(*p, s->env_set_name, s->nenv_set))
+                    kept[nkept++] = *p;
             /* only the built-in agents have names: a plain word */
-            luaL_addstring(b, "  agent ");
-            luaL_addstring(b, s->agent);
-            add_names_line(b, " (isolation.AGENT_ENV): ", agent,
-                           count_names(agent), NULL);
+            if (nkept) {
+                luaL_addstring(b, "  agent ");
+                luaL_addstring(b, s->agent);
+                add_names_line(b, " (isolation.AGENT_ENV): ", kept, nkept,
+                               NULL);
+            }
         }
         add_names_line(b, "  env_pass: ", s->env_pass, s->nenv_pass, NULL);
         luaL_addstring(b, "  dropped: every other variable of the launching "
@@ -451,16 +792,19 @@ void launch_env_describe(luaL_Buffer *b, const struct launch_spec *s)
         if (!docker)
             luaL_addstring(b, "  HOME=$HOME (the sandbox's own empty home)\n");
     }
-    if (s->nenv_set) {
-        luaL_addstring(b, "  env_set (literal values from the spec, not "
-                          "shown): ");
-        for (size_t i = 0; i < s->nenv_set; i++) {
-            if (i)
-                luaL_addstring(b, ", ");
-            luaL_addstring(b, s->env_set_name[i]);
-        }
-        luaL_addchar(b, '\n');
+    bool first = true;
+    for (size_t i = 0; i < s->nenv_set; i++) {
+        if (s->env_set_route[i])
+            continue;
+        luaL_addstring(b, first ? "  env_set (literal values from the spec, "
+                                  "not shown): "
+                                : ", ");
+        luaL_addstring(b, s->env_set_name[i]);
+        first = false;
     }
+    if (!first)
+        luaL_addchar(b, '\n');
+    describe_routes(b, s);
 }
 
 static void push_names(lua_State *L, const char *const *list)

@@ -248,7 +248,7 @@ static int check_keys(lua_State *L, int idx)
                             "seccomp_fd, seccomp_file, env_pass, env_set, "
                             "env_inherit, protect, agent_config, limits, "
                             "limits_via, reap, gpu, mask_files, mask_dirs, "
-                            "tools)",
+                            "tools, routes)",
                             lua_tostring(L, -1));
             return 0;
         }

@@ -173,9 +173,22 @@ struct proxy_opts {
     size_t nresolve;
     struct proxy_route *routes;
     size_t nroutes;
+    /* route_port: the port the sandbox reaches the proxy at (the launch
+     * spec's proxy_port). An absolute-form request is for a route only
+     * when it names the proxy itself: 127.0.0.1, localhost or [::1] at
+     * this port or at the proxy's own TCP port; any other host is a
+     * forward request to that host, checked like every other. */
+    int route_port;
     struct ssl_ctx_st *tls_ctx;
     struct proxy_parent parent;
 };
+
+/* Idle route upstreams a proxy keeps at most, and for how long (ms; less
+ * when idle_timeout is shorter). An upstream that closed one meanwhile is
+ * seen before reuse (a peek finds its end) and dialed afresh. */
+#define PROXY_ROUTE_IDLE_MAX 32
+#define PROXY_ROUTE_IDLE_MS 60000
+struct proxy_tls;
 
 struct proxy_event {
     struct proxy_event *next;
@@ -235,6 +248,17 @@ struct proxy {
     bool closing;
     unsigned handles; /* the listener and every connection not yet freed */
     struct conn *conns;
+    /* Idle TLS connections to routes' upstreams, each kept for the next
+     * client connection of its route (proxy_conn.c, route_idle_*): a client
+     * that opens a connection per request pays no TLS handshake upstream.
+     * Loop side only; closed when the proxy stops. */
+    struct route_idle {
+        int fd; /* a duplicate: the handle that had it is closed */
+        struct proxy_tls *tls;
+        const struct proxy_route *route;
+        uint64_t since; /* uv_now when it went idle */
+    } idle[PROXY_ROUTE_IDLE_MAX];
+    unsigned nidle;
     unsigned nclients;   /* connections that count against max_connections */
     unsigned fds;        /* descriptors its connections hold (clients, ups) */
     size_t head_bytes;   /* head buffer bytes past each PROXY_HEAD_FIRST */
@@ -355,6 +379,8 @@ void proxy_listen_unlink(struct proxy *p);
 /* proxy_listen.c, on the loop's thread: the listener's handle. */
 int proxy_start(struct proxy *p);
 void proxy_stop(struct proxy *p);
+/* Closes the idle route upstreams (proxy_conn.c). */
+void proxy_route_idle_drain(struct proxy *p);
 /* A connection waiting on server: accepted, checked against
  * max_connections and the descriptor pool, and read. */
 void proxy_accept(struct proxy *p, uv_stream_t *server, bool is_unix,

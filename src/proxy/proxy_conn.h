@@ -261,6 +261,9 @@ int proxy_tls_send(struct conn *c, struct relay_buf *rb, size_t off,
 /* Is the handshake still going on? */
 bool proxy_tls_handshaking(const struct proxy_tls *t);
 void proxy_tls_free(struct proxy_tls *t);
+/* Nothing buffered either way and no handshake in progress: fit to be
+ * kept idle for another client connection. */
+bool proxy_tls_idle(const struct proxy_tls *t);
 
 /* proxy_buf.c */
 struct relay_buf *relay_buf_get(struct proxy_loop *loop);

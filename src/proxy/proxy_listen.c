@@ -470,5 +470,6 @@ void proxy_stop(struct proxy *p)
     while (p->conns)
         conn_close(p->conns);
     proxy_dns_close(p);
+    proxy_route_idle_drain(p);
     proxy_maybe_release(p);
 }

@@ -47,6 +47,7 @@ static const char *const known_opts[] = {"allow",
                                          "routes",
                                          "upstream_ca_file",
                                          "upstream_proxy",
+                                         "route_port",
                                          NULL};
 
 static proxy_ud *check_ud(lua_State *L)
@@ -246,15 +247,16 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
                 known = known || strarg_is(k, len, known_opts[i]);
         }
         if (!known) {
-            lua_pushfstring(L,
-                            "isolation: proxy option %s is unknown (accepted: "
-                            "allow, unix, listen, loop, on_event, "
-                            "allow_private, resolve, sni, header_timeout, "
-                            "connect_timeout, dns_timeout, idle_timeout, "
-                            "max_header_bytes, max_connections, report, "
-                            "audit_log, session, accept_listeners, token, "
-                            "routes, upstream_ca_file, upstream_proxy)",
-                            luaL_tolstring(L, -1, NULL));
+            lua_pushfstring(
+                L,
+                "isolation: proxy option %s is unknown (accepted: "
+                "allow, unix, listen, loop, on_event, "
+                "allow_private, resolve, sni, header_timeout, "
+                "connect_timeout, dns_timeout, idle_timeout, "
+                "max_header_bytes, max_connections, report, "
+                "audit_log, session, accept_listeners, token, "
+                "routes, upstream_ca_file, upstream_proxy, route_port)",
+                luaL_tolstring(L, -1, NULL));
             return -1;
         }
     }
@@ -264,7 +266,7 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
     o->idle_ms = PROXY_DEFAULT_IDLE_MS;
     o->sni_match = true;
     lua_Integer mh = PROXY_DEFAULT_MAX_HEADER, mc = PROXY_DEFAULT_MAX_CONN,
-                al = 0;
+                al = 0, rp = 3128;
     if (opt_seconds(L, "header_timeout", 30, &o->header_ms) ||
         opt_seconds(L, "connect_timeout", 300, &o->connect_ms) ||
         opt_seconds(L, "dns_timeout", 300, &o->dns_ms) ||
@@ -272,12 +274,14 @@ static int parse_opts(lua_State *L, struct proxy_opts *o, hostpat_list **allow)
         opt_integer(L, "max_header_bytes", 1024, PROXY_MAX_HEADER_LIMIT, &mh) ||
         opt_integer(L, "max_connections", 1, 1000000, &mc) ||
         opt_integer(L, "accept_listeners", 0, 64, &al) ||
+        opt_integer(L, "route_port", 1, 65535, &rp) ||
         opt_bool(L, "allow_private", &o->allow_private) ||
         opt_bool(L, "report", &o->report))
         return -1;
     o->max_header_bytes = (size_t)mh;
     o->max_connections = (unsigned)mc;
     o->accept_listeners = (unsigned)al;
+    o->route_port = (int)rp;
 
     lua_getfield(L, 1, "token");
     if (!lua_isnil(L, -1)) {

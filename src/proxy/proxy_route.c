@@ -440,10 +440,22 @@ static bool has_dot_segment(const char *p, size_t n)
     return false;
 }
 
-static bool loopback_host(const struct http_request *req)
+/* Whether an absolute-form request names the proxy itself: 127.0.0.1,
+ * localhost or [::1] at route_port (where the sandbox reaches it) or at
+ * its own TCP port. Any other authority, another loopback port included
+ * (a service on the host's loopback that the allowlist admits), is a
+ * forward request to that host: a route never takes it, so the request
+ * reaches the host it names, and that host never sees the route's secret
+ * nor the route's upstream a request meant for it. */
+static bool own_authority(const struct proxy *p, const struct http_request *req)
 {
-    if (req->host_kind == HOST_IPV4)
-        return req->addr.bytes[0] == 127;
+    if (req->port != p->opts.route_port &&
+        (p->is_unix || p->port <= 0 || req->port != p->port))
+        return false;
+    if (req->host_kind == HOST_IPV4) {
+        static const uint8_t lo4[4] = {127, 0, 0, 1};
+        return memcmp(req->addr.bytes, lo4, 4) == 0;
+    }
     if (req->host_kind == HOST_IPV6) {
         static const uint8_t one[16] = {[15] = 1};
         return memcmp(req->addr.bytes, one, 16) == 0;
@@ -458,9 +470,7 @@ const struct proxy_route *route_match(const struct proxy *p,
     *bad_path = NULL;
     if (p->opts.nroutes == 0 || req->is_connect)
         return NULL;
-    /* Absolute form counts only for a loopback host: the proxy's own
-     * address as the sandbox sees it (its port there is the bridge's). */
-    if (!req->origin_form && !loopback_host(req))
+    if (!req->origin_form && !own_authority(p, req))
         return NULL;
     const char *s = req->path.p;
     size_t n = req->path.n;

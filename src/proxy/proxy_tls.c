@@ -30,6 +30,12 @@ bool proxy_tls_handshaking(const struct proxy_tls *t)
     return t && t->handshaking;
 }
 
+bool proxy_tls_idle(const struct proxy_tls *t)
+{
+    return t && !t->handshaking && BIO_ctrl_pending(t->rbio) == 0 &&
+           BIO_ctrl_pending(t->wbio) == 0 && SSL_pending(t->ssl) == 0;
+}
+
 void proxy_tls_free(struct proxy_tls *t)
 {
     if (!t)

@@ -35,8 +35,9 @@ local function dry_run(o, spec, allow)
     for _, h in ipairs(allow) do out[#out + 1] = "  " .. h end
   end
   for _, r in ipairs(o.routes or {}) do
-    out[#out + 1] = string.format("route %s: %s, header %s (the secret is not shown), inside ISOLATION_ROUTE_%s",
-      r.name, r.upstream, r.header, (r.name:upper():gsub("-", "_")))
+    out[#out + 1] = string.format("proxy route %s: sets %s on the way to %s (the secret is not shown)",
+      r.name, r.header == "bearer" and "Authorization: Bearer" or r.header:match("^basic:")
+        and "Authorization: Basic (" .. r.header:sub(7) .. ":secret)" or r.header, r.upstream)
   end
   if allow and o.upstream_proxy then
     out[#out + 1] = ""

@@ -27,10 +27,10 @@ end
 
 -- The routes of --secret and --agent's own key when it is set here (API:
 -- credential routes), with their values from the environment (nil: none).
--- The variables each sets inside go into spec.env_set by the rule the
--- session manager follows (isolation.routes.apply): the base URL, the
--- placeholder in the key's variable, the agent's base-URL variable, and
--- with --git the insteadOf entries.
+-- The variables each sets inside go into spec.routes by the rule the
+-- session manager follows (isolation.routes.apply), and the launch spec
+-- builds them: the base URL, the placeholder in the key's variable, the
+-- agent's base-URL variable, and with --git the insteadOf entries.
 local function routes_for(o, cfg, spec)
   local agent = not o.no_routes and cfg.network == "deny" and routes.agent_route(o.agent, os.getenv) or nil
   if not agent and #o.secrets == 0 then return nil end
@@ -46,15 +46,21 @@ local function routes_for(o, cfg, spec)
     for _, n in ipairs(spec.env_pass or {}) do
       if n == r.env then die_usage("--env " .. n .. " would pass the secret of --secret inside") end
     end
-    r.git = o.git_routes
     list[#list + 1] = r
   end
-  if agent then add(agent) end
-  for _, a in ipairs(o.secrets) do add(parse_secret(a)) end
+  if agent then add(agent) end -- --git is for the --secret routes, not the model API
+  for _, a in ipairs(o.secrets) do
+    local r = parse_secret(a)
+    r.git = o.git_routes
+    add(r)
+  end
   if agent then o.agent_upstream_host = agent.upstream:match("^https://%[?([^/:%]]+)"):lower() end
-  -- the real values never arrive inside, even through --inherit-env
-  spec.env_set = spec.env_set or {}
-  return routes.apply(spec.env_set, list, spec.proxy_port or 3128, function(n) return os.getenv(n) ~= nil end)
+  -- the launch spec gets each route's variables (names and the upstream,
+  -- never a value: the real values never arrive inside, even through
+  -- --inherit-env); the proxy gets the values
+  local spec_routes, proxy_routes = routes.apply(list, function(n) return os.getenv(n) ~= nil end)
+  spec.routes = spec_routes
+  return proxy_routes
 end
 
 M.for_run = routes_for

@@ -148,7 +148,9 @@ local function start_proxy(r, o, spec, allow, summary)
     allow_private = o.allow_private or nil, resolve = args_mod.resolve_table(o.resolve), report = o.learn or nil,
     audit_log = o.log and absolute(o.log, assert(uv.cwd())), session = o.log and session_id(),
     routes = o.routes, upstream_ca_file = o.routes and o.upstream_ca and absolute(o.upstream_ca, assert(uv.cwd())),
-    upstream_proxy = o.upstream_proxy })
+    upstream_proxy = o.upstream_proxy,
+    -- the sandbox's name for the proxy: only http://127.0.0.1:<it>/<route>/ is a route
+    route_port = o.routes and spec.proxy_port or nil })
   o.routes = nil -- the values now live in the proxy alone
   if not r.proxy then
     teardown(r)
