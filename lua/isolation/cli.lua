@@ -1048,6 +1048,31 @@ local function forward(pid, signame)
   for _, t in ipairs(signal_targets(process_table(), pid)) do uv.kill(t, signame) end
 end
 
+-- Seconds after a forwarded signal until a bwrap sandbox that still runs
+-- is ended (the reaper's grace, bridge/reap.c: LIMITS_TIME_GRACE).
+local END_GRACE = 5
+
+-- The end of a bwrap line whose processes outlived the grace: SIGKILL to
+-- the first bwrap below the child (its monitor). The line then ends, and
+-- the reaper in front of it kills what is left: the sandbox's init, with
+-- its PID namespace (whatever the sandbox did to its parent-death signal).
+-- The signals above go to the sandbox's processes, not to the reaper, so
+-- without this a command that ignores them kept isolate running.
+local function end_bwrap(pid)
+  local procs = process_table()
+  local queue = { pid }
+  while #queue > 0 do
+    local p = table.remove(queue, 1)
+    if procs[p] and procs[p].comm == "bwrap" then
+      uv.kill(p, "sigkill")
+      return
+    end
+    for c, info in pairs(procs) do
+      if info.ppid == p then queue[#queue + 1] = c end
+    end
+  end
+end
+
 local KEYBOARD = { sigint = true, sigquit = true }
 
 -- True when isolate runs in the foreground process group of its
@@ -1426,11 +1451,13 @@ local function run(o, spec, allow)
   -- set-user-ID and set-group-ID files made in the session: cleared at the end
   local setid_watch = setid.watch(spec, o.home or os.getenv("HOME"))
   if o.home then prologue = "HOME=" .. shquote(o.home) .. "; export HOME; " .. prologue end
+  local grace_timer
   child, perr = uv.spawn("bash", { args = { "-c", prologue .. "exec " .. line }, stdio = stdio },
     function(code, signal)
       status = (signal and signal ~= 0) and (128 + signal) or code
       if child and not child:is_closing() then child:close() end
       for _, s in ipairs(signals) do if not s:is_closing() then s:close() end end
+      if grace_timer and not grace_timer:is_closing() then grace_timer:close() end
       uv.stop()
     end)
   -- the child has its copy (or there is no child): isolate's goes
@@ -1445,7 +1472,18 @@ local function run(o, spec, allow)
       -- second copy would be a double interrupt, which some agents take
       -- for "quit".
       if KEYBOARD[signame] and in_terminal_foreground() then return end
-      if child and not child:is_closing() then forward(child:get_pid(), signame) end
+      if child and not child:is_closing() then
+        forward(child:get_pid(), signame)
+        -- under docker and podman the reaper got the signal and has its own
+        -- grace; under bwrap the sandbox's processes got it: END_GRACE
+        -- seconds after the first, the sandbox ends whatever they do
+        if spec.config.mode == "bwrap" and spec.reap ~= false and not grace_timer then
+          grace_timer = uv.new_timer()
+          grace_timer:start(END_GRACE * 1000, 0, function()
+            if child and not child:is_closing() then end_bwrap(child:get_pid()) end
+          end)
+        end
+      end
     end)
     signals[#signals + 1] = s
   end
