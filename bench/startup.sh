@@ -65,7 +65,7 @@ while [ $# -gt 0 ]; do
         --runs) RUNS=$2; shift ;;
         --out) OUT=$2; shift ;;
         --interleave) INTERLEAVE=1 ;;
-        *) sed -n '2,45p' "$0"; exit 2 ;;
+        *) sed -n '2,55p' "$0"; exit 2 ;;
     esac
     shift
 done
