@@ -13,6 +13,12 @@
 #   bare-builtin   bwrap (the shared harness's profile) + --unshare-net +
 #                  isolation-bridge, then `exec true`: the bridge's own cost
 #                  without the launch script's extras
+#   deny-pass-noreap  deny-pass with reap = false: the line without the
+#                  reaper in front (isolation-bridge --reap 5 --), which ends
+#                  the sandbox by its PID namespace; deny-pass minus this row
+#                  is what ending by namespace adds to a launch and its end
+#   reap-true      isolation-bridge --reap 5 -- true: the reaper's own cost
+#                  (its fork, the subreaper's scan of /proc at the end)
 #   bare-pass      bwrap (the shared harness's profile) + --unshare-net + the
 #                  pass starter (both listeners handed to the real proxy),
 #                  which execs /bin/true: what bridge pass adds to a bare
@@ -59,7 +65,7 @@ while [ $# -gt 0 ]; do
         --runs) RUNS=$2; shift ;;
         --out) OUT=$2; shift ;;
         --interleave) INTERLEAVE=1 ;;
-        *) sed -n '2,45p' "$0"; exit 2 ;;
+        *) sed -n '2,55p' "$0"; exit 2 ;;
     esac
     shift
 done
@@ -86,16 +92,17 @@ PASS_PROXY=$!
 for _ in $(seq 50); do [ -S "$WORK/pass.sock" ] && break; sleep 0.1; done
 
 BRIDGE=$REPO/build/isolation-bridge
-for bridge in socat builtin pass; do
+for bridge in socat builtin pass pass-noreap; do
     sock=$WORK/proxy.sock
-    [ "$bridge" = pass ] && sock=$WORK/pass.sock
-    WORKDIR=$WORK/work SOCK=$sock BRIDGE_KIND=$bridge \
+    [ "${bridge%-noreap}" = pass ] && sock=$WORK/pass.sock
+    WORKDIR=$WORK/work SOCK=$sock BRIDGE_KIND=${bridge%-noreap} REAP=${bridge#pass-} \
     LUA_CPATH="$REPO/build/?.so;;" lua5.4 -e '
         local isolation = require("isolation")
         local line, err = isolation.wrap({
           config = { mode = "bwrap", network = "deny" }, agent = "bench",
           workdir = os.getenv("WORKDIR"), command = "true",
           proxy_socket = os.getenv("SOCK"), bridge = os.getenv("BRIDGE_KIND"),
+          reap = os.getenv("REAP") ~= "noreap",
         })
         if not line then io.stderr:write(tostring(err), "\n") os.exit(1) end
         print(line)' >"$WORK/deny-$bridge.sh" || echo "exit 1" >"$WORK/deny-$bridge.sh"
@@ -172,9 +179,10 @@ bash -c '$BRIDGE 3128 /run/isolation/proxy.sock && exec true'" >"$WORK/bare-buil
 echo "$BW --unshare-net --ro-bind $WORK/pass.sock /run/isolation/proxy.sock --ro-bind $BRIDGE $BRIDGE -- \
 $BRIDGE --pass 3128,1080 /run/isolation/proxy.sock /bin/true" >"$WORK/bare-pass.sh"
 echo "exec true" >"$WORK/sh.sh"
+echo "exec $BRIDGE --reap 5 -- true" >"$WORK/reap-true.sh"
 echo "$BW --unshare-net -- /bin/true" >"$WORK/bwrap-net.sh"
 
-read -ra NAMES <<<"${STARTUP_NAMES:-sh bwrap-net bare-builtin bare-pass deny-socat deny-builtin deny-pass guards-true guards-bash env-guards-bash argv-pass}"
+read -ra NAMES <<<"${STARTUP_NAMES:-sh reap-true bwrap-net bare-builtin bare-pass deny-socat deny-builtin deny-pass deny-pass-noreap guards-true guards-bash env-guards-bash argv-pass}"
 if [ -n "$INTERLEAVE" ]; then
     cc -std=c11 -Wall -Wextra -Werror -O2 -o "$WORK/interleave" "$REPO/bench/interleave.c" || exit 1
     files=()

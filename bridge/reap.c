@@ -206,6 +206,9 @@ static int kill_all(const sigset_t *set, pid_t command, int *status,
                     bool *command_done)
 {
     double deadline = now() + REAP_KILL_WAIT;
+    /* no child left (the usual end): nothing to look for in /proc */
+    if (reap_ended(command, status, command_done) < 0)
+        return 0;
     for (;;) {
         signal_below(SIGKILL, true);
         if (reap_ended(command, status, command_done) < 0)

@@ -17,11 +17,12 @@ local TOOLS = { "bash", "cat", "ls", "stat", "touch", "chmod", "chown", "curl", 
 
 local kv = require("support.tables").kv
 
--- Runs `line` (exec'd, so that the background pid is the engine's client)
+-- Runs `line` (exec'd, so that the background pid is the line's first
+-- program: the reaper, which passes a signal on to the engine's client)
 -- behind `prefix`; once the command has written `started` (a path in the
 -- workdir) and `ps` (a command line listing the engine's running
 -- containers) lists one that was not there before, both waited for up to
--- 30 s, sends the client `sig`. Returns its status, the seconds it took to
+-- 30 s, sends that pid `sig`. Returns its status, the seconds it took to
 -- end after the signal, and the new containers' ids (a set) the engine
 -- still ran once the client had ended. Why wait for the engine too:
 -- rootless podman forwards a signal only to a container its own state
@@ -172,6 +173,66 @@ end
 -- would run 15 s
 local STOP_ALL = "trap '' TERM; for p in /proc/[0-9]*; do p=${p#/proc/}; [ \"$p\" = \"$$\" ] || "
   .. "kill -STOP \"$p\" 2>/dev/null; done; echo stopped; sleep 15; echo survived"
+
+-- issue 27 (a container ends with its session, --time or not): the agent
+-- ignores SIGTERM, SIGINT and SIGHUP and leaves a sleeper with the same
+-- traps; both carry the mark ($1) in their argv[0], so that pgrep on the
+-- host finds them (a container's processes are the host's too).
+local STUBBORN = "trap '' TERM INT HUP; (exec -a \"sleep-$1\" sleep 300) & echo up >" .. STARTED
+  .. "; exec -a \"sleep-$1\" sleep 300"
+
+local function new_mark()
+  return "isolation-ctr-" .. helpers.pid() .. "-" .. uv.hrtime()
+end
+
+-- The container's two sleepers run (the ignoring traps are set).
+local function sleepers(mark)
+  local n = 0
+  for _, pid in ipairs(cli.pgrep("sleep-" .. mark)) do
+    if (helpers.read("/proc/" .. pid .. "/cmdline") or ""):sub(1, #mark + 6) == "sleep-" .. mark then n = n + 1 end
+  end
+  return n
+end
+
+-- The docker or podman client among the processes that carry the mark.
+local function client_of(mark, engine)
+  for _, pid in ipairs(cli.pgrep(mark)) do
+    if (helpers.read("/proc/" .. pid .. "/comm") or ""):match("^[^\n]*") == engine then return pid end
+  end
+end
+
+-- Containers `ps` lists now that `before` (its earlier output) did not.
+local function new_containers(ps, before)
+  local _, now = helpers.run(ps)
+  local left = {}
+  for id in now:gmatch("%S+") do
+    if not before:find(id, 1, true) then left[#left + 1] = id end
+  end
+  return left
+end
+
+-- Starts isolate (argv after the program: opts.prefix, e.g. setpriv, in
+-- front), waits until the stubborn command's two sleepers run, does
+-- `act(p)`, and waits for isolate's end. Returns its status, the seconds
+-- from act to the end, and what still carried the mark right then.
+local function stubborn_isolate(args, mark, opts, act)
+  local argv = {}
+  for _, a in ipairs(opts.prefix or {}) do argv[#argv + 1] = a end
+  argv[#argv + 1] = cli.ISOLATE
+  for _, a in ipairs(args) do argv[#argv + 1] = a end
+  for _, a in ipairs({ "--", "bash", "-c", STUBBORN, "stubborn", mark }) do argv[#argv + 1] = a end
+  local p = cli.spawn(argv, { env = opts.env, cwd = opts.cwd })
+  local up = cli.wait_for(function() return sleepers(mark) == 2 or p.status ~= nil end, 90)
+  if not (up and p.status == nil) then
+    p.kill("sigkill")
+    local _, out, err = p.wait(10)
+    error("the command did not start: " .. tostring(out) .. tostring(err))
+  end
+  local t0 = uv.hrtime()
+  act(p)
+  local status, out, err = p.wait(60)
+  return status, (uv.hrtime() - t0) / 1e9, cli.pgrep(mark), out .. err
+end
 
 describe("docker, for real", function()
   -- The daemon starts in lazy_setup: only when a case of this block runs
@@ -413,6 +474,82 @@ describe("docker, for real", function()
     end
   end)
 
+  -- issue 27: without --time the line has the reaper too (--container):
+  -- isolate's end, a stopped session and a killed client all remove the
+  -- container through the engine. Before, isolate passed SIGTERM to the
+  -- client, the container ignored it, and isolate waited for ever (killed
+  -- by the spec's deadline, the container ran on); a killed client left
+  -- the container running.
+  for _, sig in ipairs({ "sigterm", "sigint", "sighup" }) do
+    it("isolate --mode docker, no --time: " .. sig:upper() .. " to isolate; the command ignores it and leaves a "
+      .. "sleeper: isolate returns within the grace (5 s) and nothing of the container runs", function()
+      if skip then return end
+      local ps = eng:cmd("ps -aq")
+      local _, before = helpers.run(ps)
+      helpers.write(dir .. "/c.json", cjson.encode({ mode = "docker", docker_image = "isolation-spec-tools" }))
+      local mark = new_mark()
+      local status, took, left, text = stubborn_isolate({ "--config", dir .. "/c.json", "--network", "none",
+        "--workdir", base.workdir, "--no-protect" }, mark,
+        { env = { eng.env, "HOME=" .. dir .. "/home" }, cwd = base.workdir }, function(p) p.kill(sig) end)
+      assert.are.same({}, left, "a process of the session outlived isolate\n" .. text)
+      assert.are_not.equal(0, status, text)
+      assert.is_true(took >= 4 and took < 25, ("isolate took %.1f s after the signal\n%s"):format(took, text))
+      assert.are.same({}, new_containers(ps, before))
+    end)
+  end
+
+  it("isolate --mode docker, no --time: the docker client killed (SIGKILL, nothing passed on): isolate returns, "
+    .. "the engine removed the container, nothing of it runs", function()
+    if skip then return end
+    local ps = eng:cmd("ps -aq")
+    local _, before = helpers.run(ps)
+    helpers.write(dir .. "/c.json", cjson.encode({ mode = "docker", docker_image = "isolation-spec-tools" }))
+    local mark = new_mark()
+    local status, took, left, text = stubborn_isolate({ "--config", dir .. "/c.json", "--network", "none",
+      "--workdir", base.workdir, "--no-protect" }, mark,
+      { env = { eng.env, "HOME=" .. dir .. "/home" }, cwd = base.workdir }, function()
+        assert(uv.kill(assert(client_of(mark, "docker"), "no docker client"), "sigkill"))
+      end)
+    assert.are.same({}, left, "a process of the session outlived isolate\n" .. text)
+    assert.are.equal(137, status, text)
+    assert.is_true(took < 25, ("isolate took %.1f s after the kill"):format(took))
+    assert.are.same({}, new_containers(ps, before))
+  end)
+
+  for _, how in ipairs({ "kill", "close" }) do
+    it("the session manager's default launcher, docker, no time: mgr:" .. how .. "() with a command that ignores "
+      .. "SIGTERM and leaves a sleeper: it returns once the container is gone, within the grace", function()
+      if skip then return end
+      local session = require("isolation.session")
+      local ps = eng:cmd("ps -aq")
+      local _, before = helpers.run(ps)
+      -- the manager's child inherits this process's environment: the engine
+      local host = assert(eng.env:match("^DOCKER_HOST=(.*)$")):gsub("^'(.*)'$", "%1")
+      local saved = os.getenv("DOCKER_HOST")
+      assert(uv.os_setenv("DOCKER_HOST", host))
+      local root = helpers.tmpdir()
+      local mgr = assert(session.manager({ runtime_dir = root .. "/run" }))
+      local mark = new_mark()
+      local ok, e = pcall(function()
+        assert(mgr:launch({ id = "stubborn", isolation = { mode = "docker", network = "none",
+          docker_image = "isolation-spec-tools" }, workdir = base.workdir, tty = false, protect = {},
+          command = "bash -c " .. shq(STUBBORN) .. " stubborn " .. mark }))
+        assert.is_true(cli.wait_for(function() return sleepers(mark) == 2 end, 90), "the command did not start")
+        local t0 = uv.hrtime()
+        if how == "kill" then assert(mgr:kill("stubborn")) else mgr:close() end
+        local took = (uv.hrtime() - t0) / 1e9
+        assert.are.same({}, cli.pgrep(mark), "a process of the session outlived mgr:" .. how .. "()")
+        assert.are.equal("ended", mgr:get("stubborn").state)
+        assert.is_true(took >= 4 and took < 25, ("mgr:%s() took %.1f s"):format(how, took))
+        assert.are.same({}, new_containers(ps, before))
+      end)
+      mgr:close()
+      if saved then uv.os_setenv("DOCKER_HOST", saved) else uv.os_unsetenv("DOCKER_HOST") end
+      helpers.rmtree(root)
+      assert(ok, e)
+    end)
+  end
+
   it("the workdir is written by, and owned by, the user who runs the line ($(id -u):$(id -g)); exit status", function()
     if skip then return end
     -- nobody runs the line: the engine's socket is handed to that uid alone
@@ -442,7 +579,8 @@ describe("docker, for real", function()
   end)
 
   for _, b in ipairs(BRIDGES) do
-    it("bridge " .. b .. ": SIGTERM to the client ends the command (the engine's init forwards it: the command "
+    it("bridge " .. b .. ": SIGTERM to the line (its reaper passes it to the client) ends the command (the "
+      .. "engine's init forwards it: the command "
       .. "is not PID 1): 143; the container and the keeper end with it", function()
       if skip then return end
       local fds = helpers.fd_count()
@@ -560,7 +698,8 @@ describe("docker, for real", function()
       end)
     end)
 
-  it("bridge pass: the client killed (SIGKILL, which it cannot pass on), the container runs on; closing its proxy"
+  it("bridge pass: the line's reaper killed (SIGKILL: nothing is passed on, nothing removed), the container runs "
+    .. "on; closing its proxy"
     .. " ends it: the keeper kills every process of it, and the container is gone", function()
     if skip then return end
     finally(function() helpers.run(eng:cmd("ps -aq | xargs -r ") .. eng:cmd("rm -f >/dev/null 2>&1")) end)
@@ -747,7 +886,8 @@ describe("podman (rootless), for real", function()
       assert_deny_ended(out, b, up, proxy, accepts, fds)
     end)
 
-    it("bridge " .. b .. ": SIGTERM to podman ends the command (catatonit forwards it): 143; the keeper ends "
+    it("bridge " .. b .. ": SIGTERM to the line (the reaper, to podman) ends the command (catatonit forwards "
+      .. "it): 143; the keeper ends "
       .. "with it", function()
       if skip then return end
       local fds = helpers.fd_count()
@@ -764,7 +904,8 @@ describe("podman (rootless), for real", function()
     end)
   end
 
-  it("bridge pass: podman killed (SIGKILL), the container runs on; closing its proxy ends it: the keeper kills"
+  it("bridge pass: the line's reaper killed (SIGKILL), the container runs on; closing its proxy ends it: the "
+    .. "keeper kills"
     .. " every process of it, and the container is gone", function()
     if skip then return end
     local ps = "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -aq")
@@ -818,6 +959,48 @@ describe("podman (rootless), for real", function()
     for id in after:gmatch("%S+") do
       assert.truthy(before:find(id, 1, true), "a container outlived the line: " .. id)
     end
+  end)
+
+  -- isolate as the podman user (nobody when the specs run as root), as a
+  -- user runs it: the same environment as pod:cmd, unquoted
+  local function as_user()
+    local env = {}
+    for name, value in pod.env:gmatch("([%w_]+)='([^']*)'") do env[#env + 1] = name .. "=" .. value end
+    local prefix = pod.as_root and { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups" } or {}
+    helpers.write(pod.dir .. "/c.json", cjson.encode({ mode = "podman", docker_image = "isolation-spec-tools" }))
+    assert(os.execute("chmod 0644 " .. shq(pod.dir .. "/c.json")))
+    return { env = env, prefix = prefix, cwd = work },
+      { "--config", pod.dir .. "/c.json", "--network", "none", "--workdir", work, "--no-protect" }
+  end
+
+  it("isolate --mode podman, no --time: SIGTERM to isolate; the command ignores it and leaves a sleeper: isolate "
+    .. "returns within the grace and nothing of the container runs", function()
+    if skip then return end
+    local ps = "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -aq")
+    local _, before = helpers.run(ps)
+    local opts, args = as_user()
+    local mark = new_mark()
+    local status, took, left, text = stubborn_isolate(args, mark, opts, function(p) p.kill("sigterm") end)
+    assert.are.same({}, left, "a process of the session outlived isolate\n" .. text)
+    assert.are_not.equal(0, status, text)
+    assert.is_true(took >= 4 and took < 30, ("isolate took %.1f s after the signal\n%s"):format(took, text))
+    assert.are.same({}, new_containers(ps, before))
+  end)
+
+  it("isolate --mode podman, no --time: podman killed (SIGKILL): isolate returns, the container is removed, "
+    .. "nothing of it runs", function()
+    if skip then return end
+    local ps = "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -aq")
+    local _, before = helpers.run(ps)
+    local opts, args = as_user()
+    local mark = new_mark()
+    local status, took, left, text = stubborn_isolate(args, mark, opts, function()
+      assert(uv.kill(assert(client_of(mark, "podman"), "no podman client"), "sigkill"))
+    end)
+    assert.are.same({}, left, "a process of the session outlived isolate\n" .. text)
+    assert.are.equal(137, status, text)
+    assert.is_true(took < 30, ("isolate took %.1f s after the kill"):format(took))
+    assert.are.same({}, new_containers(ps, before))
   end)
 
   it("none: nothing reachable; the workdir written as the user (--userns=keep-id); exit status", function()

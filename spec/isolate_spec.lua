@@ -215,8 +215,8 @@ describe("isolate", function()
       assert.is_true(at < dash)
     end)
 
-    it("--json for docker deny is docker_argv: --network none, the proxy socket and the bridge (pass), -t only at a "
-      .. "terminal", function()
+    it("--json for docker deny is docker_argv behind the reaper (--container): --network none, the proxy socket "
+      .. "and the bridge (pass), -t only at a terminal", function()
         local real = assert(uv.fs_realpath(tmp))
         local status, out, err = cli.isolate({ "--dry-run", "--json", "--mode", "docker", "--agent", "codex",
           "--workdir", tmp, "--", "true" })
@@ -232,7 +232,8 @@ describe("isolate", function()
           tty = false, proxy_socket = sock, bridge_path = bridge, bridge = "pass", -- isolate's default where it runs
           protect = {}, -- docker gets only the protected paths that exist: none in this directory
         }))
-        assert.are.same(expected, argv)
+        assert.are.same({ bridge, "--reap", "5", "--container", "--" }, table.move(argv, 1, 5, 1, {}))
+        assert.are.same(expected, table.move(argv, 6, #argv, 1, {}))
         assert.truthy(table.concat(argv, " "):find(" --network none ", 1, true))
       end)
 

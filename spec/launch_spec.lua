@@ -643,7 +643,7 @@ describe("docker_argv", function()
     local without = assert(isolation.docker_argv(spec))
     spec.seccomp_fd = 3
     assert.are.same(without, assert(isolation.docker_argv(spec)))
-    assert.are.same(without, assert(isolation.argv(spec)))
+    assert.are.same(without, { table.unpack(assert(isolation.argv(spec)), 6) })
     assert.are.same({ "bash", "-c", "--", "c" }, assert(isolation.argv({ command = "c", seccomp_fd = 3 })))
   end)
 
@@ -652,7 +652,7 @@ describe("docker_argv", function()
     local without, line = assert(isolation.docker_argv(spec)), assert(isolation.wrap(spec))
     spec.seccomp_file = "/etc/isolation/tty.bpf"
     assert.are.same(without, assert(isolation.docker_argv(spec)))
-    assert.are.same(without, assert(isolation.argv(spec)))
+    assert.are.same(without, { table.unpack(assert(isolation.argv(spec)), 6) })
     assert.are.equal(line, assert(isolation.wrap(spec)))
     spec.seccomp_fd = 5
     assert.are.equal(line, assert(isolation.wrap(spec)))
@@ -705,8 +705,21 @@ describe("argv", function()
     local argv, err = isolation.argv({ config = { mode = "bwrap" }, workdir = "/w", command = "c", reap = "yes" })
     assert.is_nil(argv)
     assert.are.equal('isolation: reap must be a boolean (got "yes")', err)
+    -- docker and podman: the reaper too, with --container (the engine
+    -- removes the container when the line ends: issue 27)
     spec = { config = { mode = "docker" }, agent = "codex", workdir = "/w", command = "c", tty = false }
+    assert.are.same(table.move(isolation.docker_argv(spec), 1, #isolation.docker_argv(spec), 6,
+      { isolation.BRIDGE, "--reap", "5", "--container", "--" }), isolation.argv(spec))
+    spec.reap = false
     assert.are.same(isolation.docker_argv(spec), isolation.argv(spec))
+    spec.config.mode = "podman"
+    assert.is_nil(isolation.argv(spec)[2] == "--reap" or nil)
+    spec.reap = nil
+    assert.are.same({ isolation.BRIDGE, "--reap", "5", "--container", "--", "podman", "run" },
+      table.move(isolation.argv(spec), 1, 7, 1, {}))
+    assert.truthy(isolation.dry_run(spec):find("end: the bridge's reaper on the host (--reap --container)", 1, true))
+    spec.reap = false
+    assert.truthy(isolation.dry_run(spec):find("end: no reaper (reap = false)", 1, true))
   end)
 end)
 

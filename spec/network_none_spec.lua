@@ -190,6 +190,9 @@ describe("docker and podman deny: the proxy socket and the built-in bridge", fun
     s.config = { mode = "podman", network = "deny" }
     local p = assert(isolation.argv(s))
     local d = assert(isolation.docker_argv(s))
+    -- argv(): behind the reaper, which removes the container at the end
+    assert.same({ s.bridge_path, "--reap", "5", "--container", "--" }, table.move(p, 1, 5, 1, {}))
+    p = table.move(p, 6, #p, 1, {})
     assert.equal("podman", p[1])
     assert.equal("docker", d[1]) -- docker_argv is docker's, whatever the config's mode
     assert.truthy(has(p, "--userns=keep-id"))
@@ -260,7 +263,7 @@ describe("isolate --network none and --mode podman", function()
     local code, out, err = cli.isolate({ "--dry-run", "--json", "--mode", "podman", "--workdir", dir, "--", "true" })
     assert.equal(0, code, err)
     local argv = cjson.decode(out)
-    assert.same({ "podman", "run" }, { argv[1], argv[2] })
+    assert.same({ "--reap", "5", "--container", "--", "podman", "run" }, table.move(argv, 2, 7, 1, {}))
     assert.truthy(has(argv, "--userns=keep-id"))
     assert.truthy(out:find(":/run/isolation/proxy.sock", 1, true), out)
   end)

@@ -95,6 +95,26 @@ describe("a session ends when its processes are gone", function()
     assert_nothing_left(mark, out)
   end)
 
+  it("isolate: SIGTERM to isolate, the command and a setsid'd child ignoring it: isolate returns within the "
+    .. "grace (5 s), and nothing of the sandbox runs (before: isolate waited until the command ended by itself)",
+    function()
+      local mark = new_mark()
+      local p = cli.spawn({ cli.ISOLATE, "--network", "none", "--workdir", work, "--", "bash", "-c",
+        "trap '' TERM; setsid sh -c 'trap \"\" TERM; sleep 60' " .. mark .. " </dev/null >/dev/null 2>&1 & "
+        .. "touch ready; sleep 60 # " .. mark }, { env = { "HOME=" .. home }, cwd = work })
+      -- the traps are set and the setsid child runs
+      assert.is_true(cli.wait_for(function() return helpers.exists(work .. "/ready") or p.status ~= nil end, 60))
+      assert.is_nil(p.status, p.err)
+      uv.sleep(300)
+      local t0 = uv.hrtime()
+      p.kill("sigterm")
+      local status, out, err = p.wait(60)
+      local took = (uv.hrtime() - t0) / 1e9
+      assert.are.same({}, cli.pgrep(mark), out .. err)
+      assert.are_not.equal(0, status)
+      assert.is_true(took >= 4 and took < 15, ("took %.1f s"):format(took))
+    end)
+
   describe("under the session manager (a launcher of the caller's)", function()
     local mgr, exited, left_at_end
     local function start_manager()

@@ -134,11 +134,13 @@ local MOUNT_FLAG = { ["--bind"] = true, ["--ro-bind"] = true, ["--bind-try"] = t
 -- The argv the shell should produce: builder tokens expanded, nothing else.
 -- bwrap's own part, when argv() puts it behind `env -i NAME=...`.
 local function expected(argv, home)
-  -- a local bwrap line runs behind the reaper (isolation-bridge --reap
-  -- GRACE --), which execs the rest: the stand-ins see what follows it
+  -- a local bwrap, docker or podman line runs behind the reaper
+  -- (isolation-bridge --reap GRACE [--container] --), which execs the
+  -- rest: the stand-ins see what follows it
   if argv[2] == "--reap" then
-    assert.are.same({ "--reap", "5", "--" }, { argv[2], argv[3], argv[4] })
-    argv = table.move(argv, 5, #argv, 1, {})
+    local n = argv[4] == "--container" and 5 or 4
+    assert.are.same({ "--reap", "5", "--" }, { argv[2], argv[3], argv[n] })
+    argv = table.move(argv, n + 1, #argv, 1, {})
   end
   if argv[1] == "env" then
     for i, v in ipairs(argv) do
@@ -177,6 +179,18 @@ end
 
 local function tbl_index(t, v)
   for i, x in ipairs(t) do if x == v then return i end end
+end
+
+-- A stand-in's argv, its program's name only, without the --cidfile DIR/cid
+-- that the reaper's --container adds after `docker run`.
+local function drop_cidfile(got)
+  got[1] = got[1]:match("[^/]+$")
+  if got[1] == "docker" and got[3] == "--cidfile" then
+    assert(got[4]:match("^/tmp/isolation%-cid%-[^/]+/cid$"), got[4])
+    table.remove(got, 3)
+    table.remove(got, 3)
+  end
+  return got
 end
 
 local function split_nul(s)
@@ -223,8 +237,7 @@ describe("wrap", function()
       .. q(stubs .. ":/usr/bin:/bin") .. " CANARY_SECRET=leaked " .. table.concat(assigns, " ")
       .. " " .. (shell or "/bin/sh") .. " -c " .. q(line))
     assert.are.equal(0, code, err)
-    local got = split_nul(assert(helpers.read(out), "the stand-in did not run"))
-    got[1] = got[1]:match("[^/]+$")
+    local got = drop_cidfile(split_nul(assert(helpers.read(out), "the stand-in did not run")))
     local env = {}
     for _, kv in ipairs(split_nul(helpers.read(env_out) or "")) do
       local k, v = kv:match("^([^=]*)=(.*)$")
@@ -562,9 +575,7 @@ describe("wrap", function()
         error(shell .. ": the line did not run the stand-in within 10 s; the pane shows:\n" .. screen
           .. "\nthe line: " .. line)
       end
-      got = split_nul(got)
-      got[1] = got[1]:match("[^/]+$")
-      return got
+      return drop_cidfile(split_nul(got))
     end
 
     local function assert_no_canary()

@@ -425,10 +425,19 @@ local CLOSE_ABOVE_STDIO = 'for fd in /proc/$$/fd/*; do fd=${fd##*/}; '
 -- Seconds a stopped session's processes get after SIGTERM before the
 -- reaper kills them (as isolate's --time grace).
 local DEFAULT_GRACE = 5
+-- A local bwrap, docker or podman line has a reaper of its own (the
+-- line's first word), which ends what is below it DEFAULT_GRACE seconds
+-- after a SIGTERM: under docker and podman it then has the engine kill and
+-- remove the container, which is not below any reaper (the engine's daemon
+-- runs it). The manager's reaper waits that much longer before its SIGKILL,
+-- which would kill the line's reaper in the middle of that removal and
+-- leave the container running (bridge/reap.c: REAP_KILL_WAIT bounds each
+-- engine command).
+local OWN_REAPER_MARGIN = 30
 -- How long close() or kill() outside a running loop waits for the
--- processes: the grace, then the reaper's own bound for a SIGKILL to take
--- effect (bridge/reap.c, REAP_KILL_WAIT), and a margin.
-local DEFAULT_END_WAIT_MS = (DEFAULT_GRACE + 30 + 5) * 1000
+-- processes: the grace (and the margin), then the reaper's own bound for a
+-- SIGKILL to take effect (bridge/reap.c, REAP_KILL_WAIT), and a margin.
+local DEFAULT_END_WAIT_MS = (DEFAULT_GRACE + OWN_REAPER_MARGIN + 30 + 5) * 1000
 
 -- A session proxy's client connections at once (more get 503 too_many):
 -- small, so that one agent's flood stays within its own share of the
@@ -1065,7 +1074,10 @@ end
 function Manager:_spawn(cmdline, s)
   local args = { "-c", CLOSE_ABOVE_STDIO, "isolation-close-fds" }
   if isolation.BRIDGE then
-    for _, w in ipairs({ isolation.BRIDGE, "--reap", tostring(DEFAULT_GRACE), "--" }) do args[#args + 1] = w end
+    local mode = type(s.isolation) == "table" and s.isolation.mode
+    local own = is_local(s.target) and (mode == "bwrap" or mode == "docker" or mode == "podman")
+    local grace = DEFAULT_GRACE + (own and OWN_REAPER_MARGIN or 0)
+    for _, w in ipairs({ isolation.BRIDGE, "--reap", tostring(grace), "--" }) do args[#args + 1] = w end
   end
   -- The line's shell waits for a line with a redirection (a local bwrap
   -- line opens its seccomp file) instead of exec'ing it; the reaper relays

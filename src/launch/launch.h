@@ -116,9 +116,9 @@ struct launch_spec {
     const char *ca_cert; /* NULL when not given */
     enum launch_bridge bridge;
     const char *bridge_path; /* NULL unless bridge is builtin or pass */
-    /* the reaper in front of a bwrap line (bridge/reap.c); NULL: none */
+    /* the reaper in front of a bwrap, docker or podman line (bridge/reap.c);
+       NULL: none */
     const char *reap_path;
-    bool reap_wanted; /* reap not false (docker: used for limits.time) */
     bool tty;
     /*
      * -1 when neither seccomp_fd nor seccomp_file is given; with

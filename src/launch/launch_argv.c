@@ -109,6 +109,11 @@ void launch_push_for_mode(lua_State *L, const struct launch_spec *s)
         break;
     case MODE_DOCKER:
         launch_push_docker(L, s);
+        /* the container ends with the line: the reaper removes it through
+           the engine (--container), whatever its processes did to its
+           init, and enforces limits.time from the host (--time) */
+        if (s->reap_path)
+            launch_reap_prepend(L, -1, s);
         break;
     default:
         launch_push_plain(L, s);
@@ -121,26 +126,31 @@ void launch_reap_prepend(lua_State *L, int argv_idx,
 {
     argv_idx = lua_absindex(L, argv_idx);
     bool docker = s->mode == MODE_DOCKER;
-    const lua_Integer np = docker ? 7 : 4;
+    bool timed = docker && s->limits.time;
+    /* BRIDGE --reap GRACE [--time SECONDS] [--container] -- */
+    const lua_Integer np = 4 + (docker ? 1 : 0) + (timed ? 2 : 0);
     lua_Integer n = (lua_Integer)lua_rawlen(L, argv_idx);
     for (lua_Integer i = n; i >= 1; i--) {
         lua_rawgeti(L, argv_idx, i);
         lua_rawseti(L, argv_idx, i + np);
     }
+    lua_Integer k = 1;
     launch_push_path(L, s->reap_path);
-    lua_rawseti(L, argv_idx, 1);
+    lua_rawseti(L, argv_idx, k++);
     lua_pushliteral(L, "--reap");
-    lua_rawseti(L, argv_idx, 2);
+    lua_rawseti(L, argv_idx, k++);
     lua_pushfstring(L, "%d", (int)LIMITS_TIME_GRACE);
-    lua_rawseti(L, argv_idx, 3);
-    if (docker) {
+    lua_rawseti(L, argv_idx, k++);
+    if (timed) {
         lua_pushliteral(L, "--time");
-        lua_rawseti(L, argv_idx, 4);
+        lua_rawseti(L, argv_idx, k++);
         lua_pushfstring(L, "%I", (LUAI_UACINT)s->limits.time);
-        lua_rawseti(L, argv_idx, 5);
+        lua_rawseti(L, argv_idx, k++);
+    }
+    if (docker) {
         lua_pushliteral(L, "--container");
-        lua_rawseti(L, argv_idx, 6);
+        lua_rawseti(L, argv_idx, k++);
     }
     lua_pushliteral(L, "--");
-    lua_rawseti(L, argv_idx, np);
+    lua_rawseti(L, argv_idx, k);
 }

@@ -141,11 +141,9 @@ static void push_docker_run(lua_State *L, const struct launch_spec *s)
     argv_add(&b, ISOLATION_CONTAINER_BRIDGE);
 }
 
+/* docker's (or podman's) own line; argv() and wrap() put the reaper in
+   front of it (launch_push_for_mode) */
 void launch_push_docker(lua_State *L, const struct launch_spec *s)
 {
     push_docker_run(L, s);
-    /* limits.time from the host: the reaper's timer, and the container
-       removed by the engine (rm -f) when it fires or the line ends */
-    if (s->reap_path)
-        launch_reap_prepend(L, -1, s);
 }

@@ -216,6 +216,16 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
                                   "(user, mount, pid, ipc, uts, net)\n"
                                 : "namespaces: docker's own container (mount, "
                                   "pid, ipc, uts, net)\n");
+    luaL_addstring(b, s->reap_path
+                          ? "end: the bridge's reaper on the host (--reap "
+                            "--container): when the line ends, or 5 s after "
+                            "a SIGTERM, SIGINT, SIGHUP or SIGQUIT it passes "
+                            "on to the client, the engine kills and removes "
+                            "the container (kill --signal=KILL, rm -f), "
+                            "whatever its processes did to its init\n"
+                          : "end: no reaper (reap = false): the container "
+                            "ends with its init (--rm); killing the client "
+                            "alone leaves it running\n");
     luaL_addstring(b, "privileges: no capabilities (--cap-drop ALL), no new "
                       "privileges\n");
     if (s->deny) {

@@ -378,11 +378,12 @@ static int read_seccomp_file(lua_State *L, int idx, struct launch_spec *s)
 }
 
 /*
- * reap (default true): a local bwrap line runs behind the bridge program's
- * reaper (bridge/reap.c), which returns only once every process of the
- * sandbox is gone. The program is bridge_path, else isolation.BRIDGE; a
- * bwrap line without one is refused rather than built without its end.
- * false: a line for another host (ssh_argv), where the program is not.
+ * reap (default true): a local bwrap, docker or podman line runs behind the
+ * bridge program's reaper (bridge/reap.c), which returns only once every
+ * process of the sandbox is gone (a container: removed by its engine). The
+ * program is bridge_path, else isolation.BRIDGE; a line without one is
+ * refused rather than built without its end. false: a line for another
+ * host (ssh_argv), where the program is not.
  */
 static int read_reap(lua_State *L, int idx, int module_idx,
                      struct launch_spec *s)
@@ -395,7 +396,6 @@ static int read_reap(lua_State *L, int idx, int module_idx,
         reap = lua_toboolean(L, v);
     }
     s->reap_path = NULL;
-    s->reap_wanted = reap;
     if (!reap || s->mode == MODE_NONE)
         return 1;
     const char *path = s->bridge_path;
@@ -405,13 +405,19 @@ static int read_reap(lua_State *L, int idx, int module_idx,
             !check_path(L, v, "isolation.BRIDGE", false, false, &path))
             return 0;
     }
-    if (!path && s->mode == MODE_DOCKER)
-        return 1; /* needed for limits.time only: checked with the limits */
     if (!path) {
-        lua_pushliteral(L, "isolation: a bwrap line ends its sandbox's "
-                           "processes with the bridge program: "
-                           "isolation.BRIDGE is not set (the bridge program "
-                           "was not built); give bridge_path (got nil)");
+        lua_pushstring(L, s->mode == MODE_DOCKER
+                              ? "isolation: a docker or podman line ends its "
+                                "container with the bridge program (and "
+                                "enforces limits.time with it): "
+                                "isolation.BRIDGE is not set (the bridge "
+                                "program was not built); give bridge_path "
+                                "(got nil)"
+                              : "isolation: a bwrap line ends its sandbox's "
+                                "processes with the bridge program: "
+                                "isolation.BRIDGE is not set (the bridge "
+                                "program was not built); give bridge_path "
+                                "(got nil)");
         return 0;
     }
     /* the line's first word comes out of a command substitution, which
@@ -674,19 +680,9 @@ int launch_spec_read(lua_State *L, int idx, int module_idx, int forced,
 
     if (!launch_limits_read(L, idx, s))
         return 0;
-    /* docker and podman: limits.time is the reaper's, on the host; a line
-       for another host (reap = false) keeps a timeout in the container */
-    if (s->mode == MODE_DOCKER && s->limits.time && s->reap_wanted &&
-        !s->reap_path) {
-        lua_pushliteral(L, "isolation: limits.time under docker or podman "
-                           "is enforced on the host by the bridge program's "
-                           "reaper: isolation.BRIDGE is not set (the bridge "
-                           "program was not built); give bridge_path (got "
-                           "nil)");
-        return 0;
-    }
-    if (s->mode == MODE_DOCKER && !s->limits.time)
-        s->reap_path = NULL;
+    /* docker and podman: limits.time is the reaper's, on the host (read
+       above, refused without it); a line for another host (reap = false)
+       keeps a timeout in the container */
     if (!launch_gpu_read(L, idx, s))
         return 0;
 

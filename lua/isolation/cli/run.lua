@@ -193,15 +193,17 @@ end
 -- Runs the line under bash until it exits, forwarding SIGINT, SIGQUIT,
 -- SIGTERM and SIGHUP to the command; returns its status (128+n after
 -- signal n), nil if the loop ended without one.
-local function run_child(r, line, prologue, stdio, filter_fd)
+local function run_child(r, spec, line, prologue, stdio, filter_fd)
   local status
   local signals = {}
   local child, perr
+  local grace_timer
   child, perr = uv.spawn("bash", { args = { "-c", prologue .. "exec " .. line }, stdio = stdio },
     function(code, signal)
       status = (signal and signal ~= 0) and (128 + signal) or code
       if child and not child:is_closing() then child:close() end
       for _, s in ipairs(signals) do if not s:is_closing() then s:close() end end
+      if grace_timer and not grace_timer:is_closing() then grace_timer:close() end
       uv.stop()
     end)
   -- the child has its copy (or there is no child): isolate's goes
@@ -216,7 +218,18 @@ local function run_child(r, line, prologue, stdio, filter_fd)
       -- second copy would be a double interrupt, which some agents take
       -- for "quit".
       if signals_mod.KEYBOARD[signame] and signals_mod.in_terminal_foreground() then return end
-      if child and not child:is_closing() then signals_mod.forward(child:get_pid(), signame) end
+      if child and not child:is_closing() then
+        signals_mod.forward(child:get_pid(), signame)
+        -- under docker and podman the reaper got the signal and has its own
+        -- grace; under bwrap the sandbox's processes got it: END_GRACE
+        -- seconds after the first, the sandbox ends whatever they do
+        if spec.config.mode == "bwrap" and spec.reap ~= false and not grace_timer then
+          grace_timer = uv.new_timer()
+          grace_timer:start(signals_mod.END_GRACE * 1000, 0, function()
+            if child and not child:is_closing() then signals_mod.end_bwrap(child:get_pid()) end
+          end)
+        end
+      end
     end)
     signals[#signals + 1] = s
   end
@@ -266,7 +279,7 @@ local function run(o, spec, allow)
   end
   -- set-user-ID and set-group-ID files made in the session: cleared at the end
   local setid_watch = setid.watch(spec, o.home or os.getenv("HOME"))
-  local status = run_child(r, line, prologue, stdio, filter_fd)
+  local status = run_child(r, spec, line, prologue, stdio, filter_fd)
   drain(r.proxy)
   teardown(r)
   return finish(o, spec, status, watch, setid_watch, summary)

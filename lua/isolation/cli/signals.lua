@@ -64,6 +64,31 @@ local function forward(pid, signame)
   for _, t in ipairs(signal_targets(process_table(), pid)) do uv.kill(t, signame) end
 end
 
+-- Seconds after a forwarded signal until a bwrap sandbox that still runs
+-- is ended (the reaper's grace, bridge/reap.c: LIMITS_TIME_GRACE).
+local END_GRACE = 5
+
+-- The end of a bwrap line whose processes outlived the grace: SIGKILL to
+-- the first bwrap below the child (its monitor). The line then ends, and
+-- the reaper in front of it kills what is left: the sandbox's init, with
+-- its PID namespace (whatever the sandbox did to its parent-death signal).
+-- The signals above go to the sandbox's processes, not to the reaper, so
+-- without this a command that ignores them kept isolate running.
+local function end_bwrap(pid)
+  local procs = process_table()
+  local queue = { pid }
+  while #queue > 0 do
+    local p = table.remove(queue, 1)
+    if procs[p] and procs[p].comm == "bwrap" then
+      uv.kill(p, "sigkill")
+      return
+    end
+    for c, info in pairs(procs) do
+      if info.ppid == p then queue[#queue + 1] = c end
+    end
+  end
+end
+
 local KEYBOARD = { sigint = true, sigquit = true }
 
 -- True when isolate runs in the foreground process group of its
@@ -86,5 +111,6 @@ end
 
 M.process_table, M.signal_targets, M.forward = process_table, signal_targets, forward
 M.KEYBOARD, M.in_terminal_foreground = KEYBOARD, in_terminal_foreground
+M.END_GRACE, M.end_bwrap = END_GRACE, end_bwrap
 
 return M
