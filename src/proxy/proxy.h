@@ -6,7 +6,11 @@
  *   proxy_loop.c    the module's private uv loops (a background thread, or
  *                   driven from luv's loop) and the commands they take
  *   proxy_listen.c  listening sockets (unix and loopback TCP), accepting
- *   proxy_conn.c    one client connection: request heads, dialing, replies
+ *   proxy_conn.c    one client connection's life: reads, timer, close
+ *   proxy_request.c a request's head parsed and decided, then dialled
+ *   proxy_dial.c    resolving, checking every address, dialing, a parent
+ *   proxy_tunnel.c  a tunnel established, a forward request sent
+ *   proxy_reply.c   a request's event, the proxy's error replies
  *   proxy_decide.c  every allow/deny decision about a request
  *   proxy_relay.c   moving bytes: tunnels, bodies, backpressure
  *   proxy_parent.c  the parent proxy (upstream_proxy): its URL, the
