@@ -6,11 +6,20 @@
  *   proxy_loop.c    the module's private uv loops (a background thread, or
  *                   driven from luv's loop) and the commands they take
  *   proxy_listen.c  listening sockets (unix and loopback TCP), accepting
- *   proxy_conn.c    one client connection: request heads, dialing, replies
+ *   proxy_conn.c    one client connection's life: reads, timer, close
+ *   proxy_request.c a request's head parsed and decided, then dialled
+ *   proxy_dial.c    resolving, checking every address, dialing, a parent
+ *   proxy_tunnel.c  a tunnel established, a forward request sent
+ *   proxy_reply.c   a request's event, the proxy's error replies
  *   proxy_decide.c  every allow/deny decision about a request
  *   proxy_relay.c   moving bytes: tunnels, bodies, backpressure
  *   proxy_parent.c  the parent proxy (upstream_proxy): its URL, the
  *                   CONNECT sent to it, its reply
+ *   proxy_route.c   credential routes: options, the request to the upstream
+ *   proxy_route_idle.c a route's clean upstream kept for its next client
+ *   proxy_tls.c     TLS to a route's upstream over memory BIOs
+ *   proxy_dns.c     each proxy's own resolver threads
+ *   proxy_hosts.c   /etc/hosts answered on the loop thread
  *   proxy_buf.c     the relay's read buffers and the loop's pools of them
  *   proxy_event.c   events, stats and the swappable allowlist
  *   proxy_audit.c   the audit log: JSON lines written by a thread of its own

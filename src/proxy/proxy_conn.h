@@ -1,7 +1,10 @@
 /*
  * proxy_conn.h - one client connection (struct conn), its buffers, and what
- * the files that handle its bytes share: proxy_conn.c (heads, dialing,
- * replies), proxy_relay.c (moving bytes) and proxy_buf.c (its buffers),
+ * the files that handle its bytes share: proxy_conn.c (its life: reads,
+ * timer, close), a request's way in proxy_request.c (head, decision),
+ * proxy_dial.c (resolve, check, dial, parent), proxy_tunnel.c (tunnel or
+ * forward begins) and proxy_reply.c (events, error replies),
+ * proxy_relay.c (moving bytes) and proxy_buf.c (its buffers),
  * proxy_socks.c and proxy_pass.c (other first bytes), proxy_event.c
  * (an event names its connection's request), and proxy_loop.c (the loop's
  * queue of parked connections, resumed oldest first).
@@ -145,13 +148,57 @@ struct conn {
     struct relay_buf *preply;
 };
 
+static inline uv_loop_t *conn_loop(struct conn *c)
+{
+    return &c->px->loop->uv;
+}
+
+/* proxy_conn.c: a descriptor of the process-wide pool taken for c. */
+void fd_take(struct conn *c, bool *held);
+/* Closes c's upstream (its close callback redials when up.redial). */
+void conn_close_up(struct conn *c);
+
+/* proxy_request.c: parses what the head buffer holds (HTTP or SOCKS5). */
+void conn_parse_head(struct conn *c);
+
+/* proxy_dial.c: the way to the upstream, once the request is decided:
+ * resolve c's name (or the parent's), check every address, dial. */
+void resolve(struct conn *c);
+/* Every address must pass; one that does not refuses the request. */
+bool addr_admitted(struct conn *c, const struct host_addr *a);
+void check_and_dial(struct conn *c);
+void dial_next(struct conn *c);
+void parent_dial(struct conn *c);
+/* The parent's reply to our CONNECT (n bytes more in c->preply). */
+void parent_read(struct conn *c, ssize_t n);
+
+/* proxy_tunnel.c: the upstream is there: a tunnel, or a forward request. */
+void tunnel_established(struct conn *c);
+void forward_send(struct conn *c);
+/* A tunnel's client bytes while the SNI decision waits for them. */
+void sni_feed(struct conn *c, struct relay_buf *rb, size_t off, size_t n);
+/* The client ended its side (a tunnel's hello may be cut). */
+void client_ended(struct conn *c);
+
+/* proxy_reply.c: the proxy's error reply (the request's event first), and
+ * the graceful end of the client connection. */
+/* An error reply's head and body together fit here (error path only). */
+#define REPLY_CAP 2048
+void conn_reply(struct conn *c, int status, const char *type, const char *code,
+                const char *reason);
+void conn_reply_addr(struct conn *c, int status, const char *type,
+                     const char *code, const char *reason, const char *addr);
+void conn_end_client(struct conn *c);
+size_t reply_text(int status, const char *code, const char *host, int port,
+                  const char *addr, const char *reason, char *msg, size_t cap);
+
 /* proxy_dns.c: c's name (c->host) looked up on its proxy's resolver
  * threads; conn_resolved gets the answer on the loop's thread. 0, or a
  * libuv error (nothing started). */
 int proxy_dns_start(struct conn *c, const char *name);
 /* c no longer waits for its lookup (it timed out or is closing). */
 void proxy_dns_cancel(struct conn *c);
-/* proxy_conn.c: c's lookup ended with status (0 or a libuv error) and
+/* proxy_dial.c: c's lookup ended with status (0 or a libuv error) and
  * c->addrs, c->naddr. */
 void conn_resolved(struct conn *c, int status);
 
@@ -174,9 +221,10 @@ void proxy_socks_refuse(struct conn *c, const char *code);
 /* The success reply when the tunnel is up. */
 int proxy_socks_ok(struct conn *c);
 struct http_request;
-/* proxy_conn.c: the CONNECT decision and dial, as for an HTTP request. */
+/* proxy_request.c: the CONNECT decision and dial, as for an HTTP request. */
 void conn_handle_request(struct conn *c, const struct http_request *req,
                          size_t head_len);
+/* proxy_reply.c */
 void conn_reply_refusal(struct conn *c, int status, const char *type,
                         const char *code, const char *reason);
 void conn_end_client_now(struct conn *c);
@@ -188,7 +236,8 @@ void proxy_pass_read(struct conn *c, ssize_t n);
 /* c is closing: its listeners close with it. */
 void proxy_pass_conn_closed(struct conn *c);
 
-/* proxy_conn.c, used by the relay */
+/* Used by the relay: proxy_conn.c (reads, timer, head buffer),
+ * proxy_request.c (conn_forward_done), proxy_reply.c (conn_fail, events). */
 void conn_update_reads(struct conn *c);
 /* A parked connection's turn has come: its reads start again. */
 void conn_resume(struct conn *c);
@@ -223,10 +272,10 @@ int relay_send_copy(struct conn *c, int d, const char *p, size_t len);
 int relay_send_raw(struct conn *c, int d, struct relay_buf *rb, size_t off,
                    size_t len);
 
-/* proxy_conn.c: the route's upstream is connected and verified: send. */
+/* proxy_dial.c: the route's upstream is connected and verified: send. */
 void conn_route_ready(struct conn *c);
-/* on_up_read's handling of bytes (n > 0, rb holding them) or of an end or
- * error (n < 0, rb NULL) once they are plaintext. */
+/* proxy_conn.c: on_up_read's handling of bytes (n > 0, rb holding them) or
+ * of an end or error (n < 0, rb NULL) once they are plaintext. */
 void conn_up_plain(struct conn *c, struct relay_buf *rb, ssize_t n);
 
 /* proxy_route.c: the route of a request, or NULL; *bad set (with a reason)
@@ -271,5 +320,11 @@ struct relay_buf *relay_buf_get(struct proxy_loop *loop);
 struct relay_buf *relay_buf_big(struct proxy_loop *loop);
 struct relay_buf *relay_buf_sized(size_t cap);
 void relay_buf_put(struct proxy_loop *loop, struct relay_buf *b);
+
+/* proxy_route_idle.c: keeps c's clean route upstream for the route's next
+ * client connection; gives c (no upstream) an idle upstream of rt (true:
+ * connected and verified, ready for forward_send). */
+void route_idle_put(struct conn *c);
+bool route_idle_take(struct conn *c, const struct proxy_route *rt);
 
 #endif

@@ -1,9 +1,9 @@
 /*
  * proxy_parent.c - the parent proxy (upstream_proxy = "http://HOST:PORT"):
  * its URL, the CONNECT the proxy sends it, and the reading of its reply.
- * proxy_conn.c decides when (after the allowlist, before any byte of the
- * client's goes out) and what follows (the tunnel, a forward request, a
- * route's TLS).
+ * proxy_request.c and proxy_dial.c decide when (after the allowlist,
+ * before any byte of the client's goes out) and what follows (the tunnel,
+ * a forward request, a route's TLS).
  *
  * What could go wrong, and what stops it: a URL with a path that would be
  * silently dropped (refused: nothing is ignored); the parent's credentials
