@@ -212,12 +212,17 @@ describe("proxy audit log", function()
       end
     end
     -- the events carry the same codes and addresses
-    local codes = {}
-    for _, e in ipairs(p:events()) do codes[#codes + 1] = e.code .. " " .. tostring(e.address) .. " "
-      .. tostring(e.address_class) end
     local logged = {}
     for _, l in ipairs(read_log(log)) do logged[#logged + 1] = l.code .. " " .. tostring(l.address) .. " "
       .. tostring(l.address_class) end
+    -- an event reaches the queue on the loop thread's next turn, the line
+    -- may be written first: collect until as many as lines (bounded)
+    local codes = {}
+    helpers.wait_for(function()
+      for _, e in ipairs(p:events()) do codes[#codes + 1] = e.code .. " " .. tostring(e.address) .. " "
+        .. tostring(e.address_class) end
+      return #codes >= #logged
+    end, 5)
     assert.are.same(logged, codes)
   end)
 

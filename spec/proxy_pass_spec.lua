@@ -383,9 +383,15 @@ describe("isolation-bridge --pass (the starter, on the host)", function()
     assert.are.equal(0, code)
     local canary = assert(out:match("canary=(%d+)"))
     finally(function() helpers.run("kill " .. canary .. " 2>/dev/null") end)
-    assert.is_true(helpers.wait_for(function() return #keepers(port) == 1 end, 10), "no keeper")
-    local _, ppid = helpers.run("cut -d' ' -f4 /proc/" .. keepers(port)[1] .. "/stat")
-    assert.are.equal("1\n", ppid)
+    -- the starter matches too until it has forked the keeper and exited:
+    -- wait for one process, the keeper, orphaned (its parent PID 1)
+    local ppid
+    assert.is_true(helpers.wait_for(function()
+      local k = keepers(port)
+      if #k ~= 1 then return false end
+      ppid = select(2, helpers.run("cut -d' ' -f4 /proc/" .. k[1] .. "/stat 2>/dev/null"))
+      return ppid == "1\n"
+    end, 10), "no keeper orphaned to PID 1 (parent " .. tostring(ppid) .. ")")
     p:close()
     assert.is_true(helpers.wait_for(function() return #keepers(port) == 0 end, 10), "the keeper outlived its proxy")
     -- alive, not a zombie that PID 1 has yet to reap
