@@ -497,11 +497,14 @@ describe("proxy upstream_proxy", function()
 
     it("is what a session manager's proxies dial (manager option upstream_proxy)", function()
       local session = require("isolation.session")
+      -- the sanitizer build has no bridge program beside it: the normal build's
+      local BRIDGE = isolation.BRIDGE or cli.ROOT .. "/build/isolation-bridge"
       fake = fake_parent(function(c) c:write("HTTP/1.1 200 OK\r\n\r\nhello") end)
       assert(uv.fs_mkdir(dir .. "/work", tonumber("700", 8)))
       local mgr = assert(session.manager({ runtime_dir = dir .. "/run", launcher = function() return {} end,
         upstream_proxy = fake.url }))
-      local s = assert(mgr:launch({ id = "s1", workdir = dir .. "/work", command = "true", bridge = "builtin",
+      local s = assert(mgr:launch({ id = "s1", workdir = dir .. "/work", command = "true",
+        bridge = "builtin", bridge_path = BRIDGE,
         default_hosts = false, isolation = { mode = "bwrap", network = "deny", allow_hosts = { "up.example.com" } } }))
       local reply = cli.unix_request(s.proxy_socket, connect_head("up.example.com:443"), 5)
       local refused = cli.unix_request(s.proxy_socket, connect_head("other.example.com:443"), 5)
@@ -512,7 +515,8 @@ describe("proxy upstream_proxy", function()
       -- a bad value: the launch says which field
       mgr = assert(session.manager({ runtime_dir = dir .. "/run2", launcher = function() return {} end,
         upstream_proxy = "http://proxy.example.com" }))
-      local ok, err = mgr:launch({ id = "s2", workdir = dir .. "/work", command = "true", bridge = "builtin",
+      local ok, err = mgr:launch({ id = "s2", workdir = dir .. "/work", command = "true",
+        bridge = "builtin", bridge_path = BRIDGE,
         isolation = { mode = "bwrap", network = "deny", allow_hosts = { "up.example.com" } } })
       mgr:close()
       assert.is_nil(ok)
