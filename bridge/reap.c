@@ -373,9 +373,12 @@ int reap_main(int argc, char **argv)
         for (int k = 2; k < ncmd; k++)
             run[k + 2] = cmd[k];
     }
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+        if (run != cmd)
+            free(run);
         return fail(REAP_EXIT_FAILED, "PR_SET_CHILD_SUBREAPER",
                     strerror(errno));
+    }
 
     sigset_t set, old;
     sigemptyset(&set);
@@ -388,8 +391,6 @@ int reap_main(int argc, char **argv)
 
     fflush(NULL);
     pid_t command = fork();
-    if (command < 0)
-        return fail(REAP_EXIT_FAILED, "fork", strerror(errno));
     if (command == 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         execvp(run[0], run);
@@ -397,6 +398,10 @@ int reap_main(int argc, char **argv)
                 strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
+    if (run != cmd)
+        free(run); /* the child has its copy; the cid file is cidfile */
+    if (command < 0)
+        return fail(REAP_EXIT_FAILED, "fork", strerror(errno));
 
     int status = 0;
     bool command_done = false;
