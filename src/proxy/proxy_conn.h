@@ -168,7 +168,10 @@ void resolve(struct conn *c);
 bool addr_admitted(struct conn *c, const struct host_addr *a);
 void check_and_dial(struct conn *c);
 void dial_next(struct conn *c);
-void parent_dial(struct conn *c);
+/* Dials the request's upstream, kind/addr as its head named it: through
+ * the parent proxy when there is one, else the literal or the name. */
+void dial_upstream(struct conn *c, enum host_kind kind,
+                   const struct host_addr *addr);
 /* The parent's reply to our CONNECT (n bytes more in c->preply). */
 void parent_read(struct conn *c, ssize_t n);
 

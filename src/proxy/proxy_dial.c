@@ -231,18 +231,31 @@ void conn_route_ready(struct conn *c)
 
 /* ---- through a parent proxy (proxy_parent.c) ---- */
 
-/* Dials the parent proxy for c's request (its address, or its name's). */
-void parent_dial(struct conn *c)
+/* An address literal is checked and dialled as it is; a name (c's host,
+ * or the parent's) is resolved first. */
+static void dial_literal_or_name(struct conn *c, enum host_kind kind,
+                                 const struct host_addr *addr)
 {
-    const struct proxy_parent *pp = &c->px->opts.parent;
-    c->via_parent = true;
-    if (pp->kind == HOST_IPV4 || pp->kind == HOST_IPV6) {
+    if (kind == HOST_IPV4 || kind == HOST_IPV6) {
         c->naddr = 1;
-        c->addrs[0] = pp->addr;
+        c->addrs[0] = *addr;
         check_and_dial(c);
         return;
     }
     resolve(c);
+}
+
+void dial_upstream(struct conn *c, enum host_kind kind,
+                   const struct host_addr *addr)
+{
+    const struct proxy_parent *pp = &c->px->opts.parent;
+    if (pp->set) {
+        /* the parent's address, or its name's; the target is its to find */
+        c->via_parent = true;
+        dial_literal_or_name(c, pp->kind, &pp->addr);
+        return;
+    }
+    dial_literal_or_name(c, kind, addr);
 }
 
 static void parent_fail(struct conn *c, const char *what)

@@ -176,17 +176,7 @@ static void handle_request(struct conn *c, const struct http_request *req,
         conn_close_up(c);
     }
 
-    if (p->opts.parent.set) {
-        parent_dial(c);
-        return;
-    }
-    if (req->host_kind == HOST_IPV4 || req->host_kind == HOST_IPV6) {
-        c->naddr = 1;
-        c->addrs[0] = req->addr;
-        check_and_dial(c);
-        return;
-    }
-    resolve(c);
+    dial_upstream(c, req->host_kind, &req->addr);
 }
 
 /* Builds the origin-form head plus the body bytes that came with it. */
@@ -289,17 +279,7 @@ static void route_request(struct conn *c, const struct http_request *req,
         forward_send(c);
         return;
     }
-    if (c->px->opts.parent.set) {
-        parent_dial(c);
-        return;
-    }
-    if (rt->kind == HOST_IPV4 || rt->kind == HOST_IPV6) {
-        c->naddr = 1;
-        c->addrs[0] = rt->addr;
-        check_and_dial(c);
-        return;
-    }
-    resolve(c);
+    dial_upstream(c, rt->kind, &rt->addr);
 }
 
 void conn_handle_request(struct conn *c, const struct http_request *req,
