@@ -17,15 +17,7 @@ local SECRETS = {
 }
 local HOSTILE = "a'b\"c $HOME `id` $(touch pwned-value) \\ ; | & * ?\nline two\ttab \27[0m end"
 
--- Everything a process in the sandbox can read about the environment:
--- its own, and every process's environ and cmdline (pid 1 is bwrap's).
-local PROBE = [[
-env
-for p in /proc/[0-9]*; do
-  cat "$p/environ" "$p/cmdline" 2>/dev/null
-  for t in "$p"/task/*; do cat "$t/environ" 2>/dev/null; done
-done
-]]
+local PROBE = require("support.environ_probe")
 
 describe("sandbox environment", function()
   local skip = helpers.skip_without_bwrap()

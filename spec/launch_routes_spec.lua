@@ -22,13 +22,7 @@ local REAL = "sk-ant-real-key-9c1e77"
 local REAL_TOKEN = "sk-ant-oauth-real-44b0"
 local GH = "ghp_real_token_5a5a5a"
 
-local PROBE = [[
-env
-for p in /proc/[0-9]*; do
-  cat "$p/environ" "$p/cmdline" 2>/dev/null
-  for t in "$p"/task/*; do cat "$t/environ" 2>/dev/null; done
-done
-]]
+local PROBE = require("support.environ_probe")
 
 local function claude_routes(extra)
   local r = { { name = "claude", url_env = "ANTHROPIC_BASE_URL",
