@@ -26,14 +26,7 @@ local function sh(cmd)
 end
 
 -- A free loopback port (bound, read, closed: the daemon takes it next).
-local function free_port()
-  local t = uv.new_tcp()
-  assert(t:bind("127.0.0.1", 0))
-  local port = t:getsockname().port
-  t:close()
-  uv.run("nowait")
-  return port
-end
+local free_port = require("support.proxy").closed_port
 
 -- The command run inside: `url` is the daemon's repository.
 local function inside(url)

@@ -7,20 +7,12 @@
 --   local tp, why = require("support.tinyproxy").start(dir, { port }, { "^localhost$" })
 --   if not tp then return pending(why) end
 --   tp.url, tp.port, tp.text() (its log so far), tp.stop()
-local uv = require("luv")
 local helpers = require("helpers")
 local cli = require("support.cli")
 
 local M = {}
 
-local function free_port()
-  local s = uv.new_tcp()
-  assert(s:bind("127.0.0.1", 0))
-  local port = s:getsockname().port
-  s:close()
-  uv.run("nowait")
-  return port
-end
+local free_port = require("support.proxy").closed_port
 M.free_port = free_port
 
 local started = 0
