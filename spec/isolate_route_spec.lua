@@ -211,8 +211,9 @@ describe("the session manager's secrets", function()
       agent_keys = { ANTHROPIC_API_KEY = SECRET .. "-model",
         ANTHROPIC_BASE_URL = "https://127.0.0.1:" .. up.port .. "/anthropic" } }))
     assert.is_nil(lines[1]:find(SECRET, 1, true), "the secret is in the line")
-    local code, _, err = helpers.run("exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=" .. helpers.shquote(root)
-      .. " timeout -k 5 60 sh -c " .. helpers.shquote(lines[1]))
+    -- under the HOME the line was built from (its agent config entries are bound by name)
+    local code, _, err = helpers.run("exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="
+      .. helpers.shquote(os.getenv("HOME")) .. " timeout -k 5 60 sh -c " .. helpers.shquote(lines[1]))
     assert.are.equal(0, code, err)
     local env = helpers.read(root .. "/work/env.out")
     assert.is_nil(env:find(SECRET, 1, true), env)
