@@ -21,8 +21,8 @@
 
 static void handle_request(struct conn *c, const struct http_request *req,
                            size_t head_len);
-static int forward_prepare(struct conn *c, const struct http_request *req,
-                           size_t head_len);
+static bool forward_prepared(struct conn *c, const struct http_request *req,
+                             size_t head_len);
 static void route_request(struct conn *c, const struct http_request *req,
                           size_t head_len, const char *bad_path);
 
@@ -150,14 +150,8 @@ static void handle_request(struct conn *c, const struct http_request *req,
         if (c->up.inited)
             conn_close_up(c);
     } else {
-        int r = forward_prepare(c, req, head_len);
-        if (r != 0) {
-            c->head_len = 0;
-            conn_reply(c, r == -2 ? 400 : 502, r == -2 ? "deny" : "error",
-                       r == -2 ? "bad_request" : "internal_error",
-                       r == -2 ? "malformed chunked body" : "out of memory");
+        if (!forward_prepared(c, req, head_len))
             return;
-        }
         /* The kept upstream reaches this host:port at a checked address:
          * reuse it if that address still passes under today's allowlist. */
         if (c->up.connected && !c->up.closing && c->up.reusable && !c->up.tls &&
@@ -179,9 +173,10 @@ static void handle_request(struct conn *c, const struct http_request *req,
     dial_upstream(c, req->host_kind, &req->addr);
 }
 
-/* Builds the origin-form head plus the body bytes that came with it. */
-static int forward_prepare(struct conn *c, const struct http_request *req,
-                           size_t head_len)
+/* Builds the origin-form head plus the body bytes that came with it: 0, -1
+ * out of memory, -2 a malformed chunked body. */
+static int forward_build(struct conn *c, const struct http_request *req,
+                         size_t head_len)
 {
     struct proxy_loop *loop = c->px->loop;
     struct relay_buf *out = relay_buf_get(loop);
@@ -236,6 +231,21 @@ static int forward_prepare(struct conn *c, const struct http_request *req,
     return 0;
 }
 
+/* forward_build, or its refusal said to the client (forward and route
+ * requests alike): false when refused. */
+static bool forward_prepared(struct conn *c, const struct http_request *req,
+                             size_t head_len)
+{
+    int r = forward_build(c, req, head_len);
+    if (r == 0)
+        return true;
+    c->head_len = 0;
+    conn_reply(c, r == -2 ? 400 : 502, r == -2 ? "deny" : "error",
+               r == -2 ? "bad_request" : "internal_error",
+               r == -2 ? "malformed chunked body" : "out of memory");
+    return false;
+}
+
 /* A request for a route (or an origin-form request, which only a route
  * may take): no allowlist; the route's upstream over TLS. */
 static void route_request(struct conn *c, const struct http_request *req,
@@ -260,14 +270,8 @@ static void route_request(struct conn *c, const struct http_request *req,
         conn_reply(c, 400, "deny", "bad_request", bad_path);
         return;
     }
-    int r = forward_prepare(c, req, head_len);
-    if (r != 0) {
-        c->head_len = 0;
-        conn_reply(c, r == -2 ? 400 : 502, r == -2 ? "deny" : "error",
-                   r == -2 ? "bad_request" : "internal_error",
-                   r == -2 ? "malformed chunked body" : "out of memory");
+    if (!forward_prepared(c, req, head_len))
         return;
-    }
     if (c->up.connected && !c->up.closing && c->up.reusable && c->up.tls &&
         c->up.route == rt) {
         forward_send(c);
