@@ -39,15 +39,21 @@ local function program(path, name, version)
 end
 
 local SECRET = "npm_SECRET_TOKEN_1234"
+
+-- A fresh directory with an empty home/ and work/ in it (mode 0700).
+local function home_and_work()
+  local top = helpers.tmpdir()
+  local home, work = top .. "/home", top .. "/work"
+  assert(uv.fs_mkdir(home, 448))
+  assert(uv.fs_mkdir(work, 448))
+  return top, home, work
+end
 local SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 describe("tools under $HOME", function()
   local top, home, work
   before_each(function()
-    top = helpers.tmpdir()
-    home, work = top .. "/home", top .. "/work"
-    assert(uv.fs_mkdir(home, 448))
-    assert(uv.fs_mkdir(work, 448))
+    top, home, work = home_and_work()
     -- what must never show: a key outside every tool
     write(home .. "/.ssh/id_ed25519", "PRIVATE KEY\n")
   end)
@@ -308,10 +314,7 @@ describe("tools through the session manager", function()
 
   it("the command's program under $HOME runs; tools = false binds none", function()
     if helpers.skip_without_bwrap() then return end
-    local top = helpers.tmpdir()
-    local home, work = top .. "/home", top .. "/work"
-    assert(uv.fs_mkdir(home, 448))
-    assert(uv.fs_mkdir(work, 448))
+    local top, home, work = home_and_work()
     local v = home .. "/.nvm/versions/node/v22.1.0"
     program(v .. "/bin/node", "node", "v22.1.0")
     program(v .. "/bin/pnpm", "pnpm", "9.1.0")
@@ -354,10 +357,7 @@ end)
 describe("tools.plan: the layouts of fnm, volta, rbenv, asdf, mise, bun, deno, pipx", function()
   local top, home, work
   before_each(function()
-    top = helpers.tmpdir()
-    home, work = top .. "/home", top .. "/work"
-    assert(uv.fs_mkdir(home, 448))
-    assert(uv.fs_mkdir(work, 448))
+    top, home, work = home_and_work()
   end)
   after_each(function() helpers.rmtree(top) end)
 
