@@ -234,6 +234,15 @@ local function stubborn_isolate(args, mark, opts, act)
   return status, (uv.hrtime() - t0) / 1e9, cli.pgrep(mark), out .. err
 end
 
+-- stubborn_isolate under a fresh mark (act(p, mark)), and then the
+-- containers `ps` lists that it did not list before.
+local function stubborn_engine(ps, args, opts, act)
+  local _, before = helpers.run(ps)
+  local mark = new_mark()
+  local status, took, left, text = stubborn_isolate(args, mark, opts, function(p) act(p, mark) end)
+  return status, took, left, text, new_containers(ps, before)
+end
+
 describe("docker, for real", function()
   -- The daemon starts in lazy_setup: only when a case of this block runs
   -- (a filtered run that skips them all starts none, and leaves none).
@@ -484,36 +493,30 @@ describe("docker, for real", function()
     it("isolate --mode docker, no --time: " .. sig:upper() .. " to isolate; the command ignores it and leaves a "
       .. "sleeper: isolate returns within the grace (5 s) and nothing of the container runs", function()
       if skip then return end
-      local ps = eng:cmd("ps -aq")
-      local _, before = helpers.run(ps)
       helpers.write(dir .. "/c.json", cjson.encode({ mode = "docker", docker_image = "isolation-spec-tools" }))
-      local mark = new_mark()
-      local status, took, left, text = stubborn_isolate({ "--config", dir .. "/c.json", "--network", "none",
-        "--workdir", base.workdir, "--no-protect" }, mark,
+      local status, took, left, text, made = stubborn_engine(eng:cmd("ps -aq"), { "--config", dir .. "/c.json",
+        "--network", "none", "--workdir", base.workdir, "--no-protect" },
         { env = { eng.env, "HOME=" .. dir .. "/home" }, cwd = base.workdir }, function(p) p.kill(sig) end)
       assert.are.same({}, left, "a process of the session outlived isolate\n" .. text)
       assert.are_not.equal(0, status, text)
       assert.is_true(took >= 4 and took < 25, ("isolate took %.1f s after the signal\n%s"):format(took, text))
-      assert.are.same({}, new_containers(ps, before))
+      assert.are.same({}, made)
     end)
   end
 
   it("isolate --mode docker, no --time: the docker client killed (SIGKILL, nothing passed on): isolate returns, "
     .. "the engine removed the container, nothing of it runs", function()
     if skip then return end
-    local ps = eng:cmd("ps -aq")
-    local _, before = helpers.run(ps)
     helpers.write(dir .. "/c.json", cjson.encode({ mode = "docker", docker_image = "isolation-spec-tools" }))
-    local mark = new_mark()
-    local status, took, left, text = stubborn_isolate({ "--config", dir .. "/c.json", "--network", "none",
-      "--workdir", base.workdir, "--no-protect" }, mark,
-      { env = { eng.env, "HOME=" .. dir .. "/home" }, cwd = base.workdir }, function()
+    local status, took, left, text, made = stubborn_engine(eng:cmd("ps -aq"), { "--config", dir .. "/c.json",
+      "--network", "none", "--workdir", base.workdir, "--no-protect" },
+      { env = { eng.env, "HOME=" .. dir .. "/home" }, cwd = base.workdir }, function(_, mark)
         assert(uv.kill(assert(client_of(mark, "docker"), "no docker client"), "sigkill"))
       end)
     assert.are.same({}, left, "a process of the session outlived isolate\n" .. text)
     assert.are.equal(137, status, text)
     assert.is_true(took < 25, ("isolate took %.1f s after the kill"):format(took))
-    assert.are.same({}, new_containers(ps, before))
+    assert.are.same({}, made)
   end)
 
   for _, how in ipairs({ "kill", "close" }) do
@@ -961,6 +964,9 @@ describe("podman (rootless), for real", function()
     end
   end)
 
+  -- the user's podman containers, all of them, one id a line
+  local function pod_ps() return "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -aq") end
+
   -- isolate as the podman user (nobody when the specs run as root), as a
   -- user runs it: the same environment as pod:cmd, unquoted
   local function as_user()
@@ -976,31 +982,25 @@ describe("podman (rootless), for real", function()
   it("isolate --mode podman, no --time: SIGTERM to isolate; the command ignores it and leaves a sleeper: isolate "
     .. "returns within the grace and nothing of the container runs", function()
     if skip then return end
-    local ps = "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -aq")
-    local _, before = helpers.run(ps)
     local opts, args = as_user()
-    local mark = new_mark()
-    local status, took, left, text = stubborn_isolate(args, mark, opts, function(p) p.kill("sigterm") end)
+    local status, took, left, text, made = stubborn_engine(pod_ps(), args, opts, function(p) p.kill("sigterm") end)
     assert.are.same({}, left, "a process of the session outlived isolate\n" .. text)
     assert.are_not.equal(0, status, text)
     assert.is_true(took >= 4 and took < 30, ("isolate took %.1f s after the signal\n%s"):format(took, text))
-    assert.are.same({}, new_containers(ps, before))
+    assert.are.same({}, made)
   end)
 
   it("isolate --mode podman, no --time: podman killed (SIGKILL): isolate returns, the container is removed, "
     .. "nothing of it runs", function()
     if skip then return end
-    local ps = "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -aq")
-    local _, before = helpers.run(ps)
     local opts, args = as_user()
-    local mark = new_mark()
-    local status, took, left, text = stubborn_isolate(args, mark, opts, function()
+    local status, took, left, text, made = stubborn_engine(pod_ps(), args, opts, function(_, mark)
       assert(uv.kill(assert(client_of(mark, "podman"), "no podman client"), "sigkill"))
     end)
     assert.are.same({}, left, "a process of the session outlived isolate\n" .. text)
     assert.are.equal(137, status, text)
     assert.is_true(took < 30, ("isolate took %.1f s after the kill"):format(took))
-    assert.are.same({}, new_containers(ps, before))
+    assert.are.same({}, made)
   end)
 
   it("none: nothing reachable; the workdir written as the user (--userns=keep-id); exit status", function()
