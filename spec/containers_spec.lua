@@ -23,8 +23,9 @@ local kv = require("support.tables").kv
 -- workdir) and `ps` (a command line listing the engine's running
 -- containers) lists one that was not there before, both waited for up to
 -- 30 s, sends that pid `sig`. Returns its status, the seconds it took to
--- end after the signal, and the new containers' ids (a set) the engine
--- still ran once the client had ended. Why wait for the engine too:
+-- end after the signal, the new containers' ids (a set) the engine still
+-- ran once the client had ended, and what the line wrote to stderr (for
+-- the failure message). Why wait for the engine too:
 -- rootless podman forwards a signal only to a container its own state
 -- records as running, and the command runs (and writes `started`) before
 -- podman has saved that; a signal in between is not passed on, podman
@@ -35,7 +36,9 @@ local function signalled(prefix, line, started, sig, ps)
   local known = started .. ".before"
   helpers.write(known, before)
   local new = ps .. " | grep -v -x -F -f " .. shq(known)
-  local code, out = helpers.run(prefix .. " sh -c " .. shq("exec " .. line) .. " </dev/null >/dev/null 2>&1 & p=$!; "
+  local errfile = started .. ".stderr"
+  local code, out = helpers.run(prefix .. " sh -c " .. shq("exec " .. line) .. " </dev/null >/dev/null 2>"
+    .. shq(errfile) .. " & p=$!; "
     .. "i=0; while { [ ! -e " .. shq(started) .. " ] || [ -z \"$(" .. new .. ")\" ]; } && [ $i -lt 600 ] "
     .. "&& kill -0 $p 2>/dev/null; do sleep 0.05; i=$((i+1)); done; [ -e " .. shq(started) .. " ] && echo started; "
     .. "kill -" .. sig .. " $p; t=$(date +%s); wait $p; s=$?; echo \"status=$s took=$(( $(date +%s) - t ))\"; "
@@ -43,10 +46,12 @@ local function signalled(prefix, line, started, sig, ps)
   assert(code == 0)
   os.remove(started)
   os.remove(known)
-  assert(out:find("started\n", 1, true), "the command did not start: " .. out)
+  local stderr = helpers.read(errfile) or ""
+  os.remove(errfile)
+  assert(out:find("started\n", 1, true), "the command did not start: " .. out .. stderr)
   local ids = {}
   for id in (out:match("running=([^\n]*)") or ""):gmatch("%S+") do ids[id] = true end
-  return tonumber(out:match("status=(%d+)")), tonumber(out:match("took=(%d+)")), ids
+  return tonumber(out:match("status=(%d+)")), tonumber(out:match("took=(%d+)")), ids, stderr
 end
 
 -- Polls `ps` (every container, ended ones too) until none of `ids` is
@@ -592,9 +597,9 @@ describe("docker, for real", function()
       spec.command = SLEEP_STARTED
       spec.bridge = b
       local line = assert(isolation.wrap(spec))
-      local status, took = signalled("timeout -k 5 40 env " .. eng.env .. " HOME=" .. shq(dir .. "/home"), line,
-        base.workdir .. "/" .. STARTED, "TERM", eng:cmd("ps -q"))
-      assert.are.equal(143, status)
+      local status, took, _, stderr = signalled("timeout -k 5 40 env " .. eng.env .. " HOME=" .. shq(dir .. "/home"),
+        line, base.workdir .. "/" .. STARTED, "TERM", eng:cmd("ps -q"))
+      assert.are.equal(143, status, stderr)
       assert.is_true(took <= 10, "took " .. tostring(took))
       assert(proxy_back(proxy, fds))
       local _, running = helpers.run(eng:cmd("ps -aq"))
@@ -899,9 +904,10 @@ describe("podman (rootless), for real", function()
       spec.command = SLEEP_STARTED
       spec.bridge = b
       local line = assert(isolation.wrap(spec))
-      local status, took = signalled("cd " .. shq(pod.dir) .. " && timeout -k 5 40 " .. pod.prefix .. " env "
-        .. pod.env, line, work .. "/" .. STARTED, "TERM", "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -q"))
-      assert.are.equal(143, status)
+      local status, took, _, stderr = signalled("cd " .. shq(pod.dir) .. " && timeout -k 5 40 " .. pod.prefix
+        .. " env " .. pod.env, line, work .. "/" .. STARTED, "TERM",
+        "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -q"))
+      assert.are.equal(143, status, stderr)
       assert.is_true(took <= 10, "took " .. tostring(took))
       assert(proxy_back(proxy, fds))
     end)
