@@ -10,6 +10,8 @@
 # by one client (bench/route-load.c, OpenSSL, verifying as the proxy does).
 #   c=1 kept   one client, keep-alive (K requests a connection): p50 of a
 #              request; the issue's goal: route within 1.2x of direct
+#   c=1 new    one client, a new connection for every request (as curl, git
+#              and most command-line clients make them): p50 of a request
 #   c=32 new   32 clients, a new connection for every request (connect,
 #              CONNECT, TLS handshake included): requests/s, p50, p99, the
 #              proxy's CPU per request; goal: route no worse than connect
@@ -105,7 +107,7 @@ declare -A R
 MODES="direct route connect"
 for rep in $(seq "$REPS"); do
     for m in $MODES; do
-        for cell in "c1k:1:$KEEP" "c32n:32:1" "c32k:32:$KEEP"; do
+        for cell in "c1k:1:$KEEP" "c1n:1:1" "c32n:32:1" "c32k:32:$KEEP"; do
             IFS=: read -r name c k <<<"$cell"
             line=$(load "$m" --path /json rate --conc "$c" --time "$RATE_T" --keep "$k" --pid "$PROXY_PID")
             echo "$name $line" >>"$RUN/raw.txt"
@@ -135,17 +137,17 @@ section=$RUN/section.md
     echo "The same GET of a 12-byte JSON answer from nginx over TLS on 127.0.0.1 (one worker, no session"
     echo "resumption), made directly (TLS from the client), through a route (plain HTTP to the proxy, which"
     echo "makes the TLS connection and adds the secret), and through a CONNECT tunnel of the same proxy (thread"
-    echo "mode, TCP). Client: bench/route-load.c. c=1 kept: one client, $KEEP requests a connection; c=32 new: a"
+    echo "mode, TCP). Client: bench/route-load.c. c=1 kept: one client, $KEEP requests a connection; c=1 new: one client, a new connection a request (as curl and git make them); c=32 new: a"
     echo "new connection (and, direct and through CONNECT, a TLS handshake) for every request: through a route the"
     echo "proxy keeps idle upstream TLS connections for the next client connection, so there it is a plain"
     echo "connection to the proxy; ${RATE_T} s a cell. CPU: the proxy's process."
     echo
-    echo "| path | c=1 kept p50 µs | c=32 new req/s | c=32 new p50 µs | c=32 new p99 µs | proxy CPU µs/req (new) | c=32 kept req/s | c=32 kept p50 µs | proxy CPU µs/req (kept) | stream MB/s | errors |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| path | c=1 kept p50 µs | c=1 new p50 µs | c=32 new req/s | c=32 new p50 µs | c=32 new p99 µs | proxy CPU µs/req (new) | c=32 kept req/s | c=32 kept p50 µs | proxy CPU µs/req (kept) | stream MB/s | errors |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
     for m in $MODES; do
-        errs=$(( $(med "$m" c1k errors) + $(med "$m" c32n errors) + $(med "$m" c32k errors) ))
-        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$m" \
-            "$(med "$m" c1k p50_us)" "$(med "$m" c32n rate)" "$(med "$m" c32n p50_us)" "$(med "$m" c32n p99_us)" \
+        errs=$(( $(med "$m" c1k errors) + $(med "$m" c1n errors) + $(med "$m" c32n errors) + $(med "$m" c32k errors) ))
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$m" \
+            "$(med "$m" c1k p50_us)" "$(med "$m" c1n p50_us)" "$(med "$m" c32n rate)" "$(med "$m" c32n p50_us)" "$(med "$m" c32n p99_us)" \
             "$(cpu "$m" c32n)" "$(med "$m" c32k rate)" \
             "$(med "$m" c32k p50_us)" "$(cpu "$m" c32k)" \
             "$(med "$m" stream mbps)" "$errs"
@@ -153,6 +155,8 @@ section=$RUN/section.md
     echo
     echo "Ratios: c=1 kept p50 route/direct $(ratio "$(med route c1k p50_us)" "$(med direct c1k p50_us)")" \
         "(goal <= 1.20), route/connect $(ratio "$(med route c1k p50_us)" "$(med connect c1k p50_us)");" \
+        "c=1 new p50 route/direct $(ratio "$(med route c1n p50_us)" "$(med direct c1n p50_us)")" \
+        "(goal <= 1.20), route/connect $(ratio "$(med route c1n p50_us)" "$(med connect c1n p50_us)");" \
         "c=32 new req/s route/connect $(ratio "$(med route c32n rate)" "$(med connect c32n rate)") (goal >= 1)," \
         "route/direct $(ratio "$(med route c32n rate)" "$(med direct c32n rate)");" \
         "c=32 kept req/s route/connect $(ratio "$(med route c32k rate)" "$(med connect c32k rate)");" \
