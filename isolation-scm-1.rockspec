@@ -51,6 +51,7 @@ build = {
     ["isolation.cli.paths"] = "lua/isolation/cli/paths.lua",
     ["isolation.cli.prepare"] = "lua/isolation/cli/prepare.lua",
     ["isolation.cli.proxy"] = "lua/isolation/cli/proxy.lua",
+    ["isolation.cli.proxyopts"] = "lua/isolation/cli/proxyopts.lua",
     ["isolation.cli.routes"] = "lua/isolation/cli/routes.lua",
     ["isolation.cli.run"] = "lua/isolation/cli/run.lua",
     ["isolation.cli.signals"] = "lua/isolation/cli/signals.lua",

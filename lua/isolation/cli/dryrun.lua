@@ -4,12 +4,15 @@
 local isolation = require("isolation")
 local toolsmod = require("isolation.tools")
 local common = require("isolation.cli.common")
+local proxyopts = require("isolation.cli.proxyopts")
 
 local die_usage, json_array = common.die_usage, common.json_array
 
 local function dry_run(o, spec, allow)
   local argv, err = isolation.argv(spec)
   if not argv then die_usage(err) end
+  -- what the run's proxy would refuse, the dry run refuses
+  if allow then proxyopts.check(o, spec, allow) end
   if o.json then
     local text, jerr = json_array(argv, "argv")
     if not text then die_usage("--json: " .. jerr .. " (JSON holds text only: use the text form)") end

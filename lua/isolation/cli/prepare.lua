@@ -280,7 +280,7 @@ local function check_line(o, spec, places, allow)
   if not line then
     -- the environment's fields, named as the options that gave them
     die_usage((tostring(werr):gsub("env_pass%[%d+%]", "--env"):gsub("env_set key", "--setenv NAME")
-      :gsub("env_set%.", "--setenv ")))
+      :gsub("env_set%.", "--setenv "):gsub("^isolation: routes", "--secret: routes")))
   end
 end
 

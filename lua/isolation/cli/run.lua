@@ -8,11 +8,11 @@ local isolation = require("isolation")
 local protect = require("isolation.protect")
 local setid = require("isolation.setid")
 local common = require("isolation.cli.common")
-local args_mod = require("isolation.cli.args")
+local proxyopts = require("isolation.cli.proxyopts")
 local signals_mod = require("isolation.cli.signals")
 local summarymod = require("isolation.cli.summary")
 
-local say, die, die_usage, absolute = common.say, common.die, common.die_usage, common.absolute
+local say, die, die_usage = common.say, common.die, common.die_usage
 local EXIT_FAILURE = common.EXIT_FAILURE
 
 local function seccomp_pipe(kind)
@@ -83,12 +83,6 @@ local function remove_leftovers(base)
 end
 
 
--- The audit log's session field: this run, told from the others that
--- append to the same file.
-local function session_id()
-  return string.format("isolate-%d-%d", uv.os_getpid(), os.time())
-end
-
 -- The command has ended, and with it every connection of the sandbox; the
 -- proxy sees them close a moment later. An event is given when its request
 -- ends, so the loop runs until the proxy has no connection left (at most a
@@ -114,21 +108,6 @@ local function teardown(r)
   end
 end
 
--- isolation.proxy's refusal of a value isolate took from its options, told
--- in terms of the option; any other failure is isolate's own.
-local function proxy_failed(err)
-  if tostring(err):find("audit_log", 1, true) then
-    die_usage("--log " .. tostring(err):gsub("^isolation: audit_log ", ""))
-  end
-  if tostring(err):find("resolve", 1, true) then die_usage("--resolve: " .. tostring(err)) end
-  if tostring(err):find("routes", 1, true) then die_usage("--secret: " .. tostring(err)) end
-  if tostring(err):find("upstream_ca_file", 1, true) then die_usage("--upstream-ca: " .. tostring(err)) end
-  if tostring(err):find("^isolation: upstream_proxy ") then
-    die_usage("--upstream-proxy " .. tostring(err):gsub("^isolation: upstream_proxy ", ""))
-  end
-  die("cannot start the proxy: " .. tostring(err))
-end
-
 -- The proxy in a private directory (0700) of o.tmp_base; its socket goes
 -- into the spec, its events to the summary (and stderr with --verbose).
 local function start_proxy(r, o, spec, allow, summary)
@@ -143,18 +122,12 @@ local function start_proxy(r, o, spec, allow, summary)
     if o.verbose then stderr:write("isolate: proxy: ", common.event_line(ev), "\n") end
     summary:record(ev)
   end
-  r.proxy, err = isolation.proxy({ allow = allow, unix = r.socket, loop = uv, on_event = on_event,
-    accept_listeners = spec.bridge == "pass" and 2 or nil, -- HTTP and SOCKS5
-    allow_private = o.allow_private or nil, resolve = args_mod.resolve_table(o.resolve), report = o.learn or nil,
-    audit_log = o.log and absolute(o.log, assert(uv.cwd())), session = o.log and session_id(),
-    routes = o.routes, upstream_ca_file = o.routes and o.upstream_ca and absolute(o.upstream_ca, assert(uv.cwd())),
-    upstream_proxy = o.upstream_proxy,
-    -- the sandbox's name for the proxy: only http://127.0.0.1:<it>/<route>/ is a route
-    route_port = o.routes and spec.proxy_port or nil })
+  r.proxy, err = isolation.proxy(proxyopts.options(o, spec, allow, { unix = r.socket, loop = uv,
+    on_event = on_event }))
   o.routes = nil -- the values now live in the proxy alone
   if not r.proxy then
     teardown(r)
-    proxy_failed(err)
+    proxyopts.failed(err)
   end
   if o.learn then
     say("isolate: learn mode: the proxy admits every host that is not on the allowlist (the address"
