@@ -52,8 +52,10 @@
  *   the normal end this program has removed it itself, and SIGKILLs the
  *   watchdog before closing the pipe: one removal, no watchdog left. A
  *   SIGKILL to both at once (kill -9 -1), or a subreaper above this one
- *   that kills what it inherits (the session manager's reaper, after its
- *   margin), still leaves the container running.
+ *   that kills what it inherits (the session manager's reaper: once this
+ *   program is gone, killed alone or by it after its margin, the watchdog
+ *   is its child, and its SIGKILL races the removal), still leaves the
+ *   container running.
  *
  * It exits with COMMAND's status (dying of the same signal when COMMAND
  * did), or 125 when processes were still there REAP_KILL_WAIT seconds after
