@@ -446,12 +446,18 @@ static int watch_start(const char *engine, const char *cidfile,
 }
 
 /* The normal end, the container removed: SIGKILL to the watchdog before
- * its pipe closes, so that it never removes it a second time. kill_all
- * reaps it. */
+ * its pipe closes, so that it never removes it a second time. Reaped here
+ * (a SIGKILL ends a process blocked in read() at once): left to kill_all,
+ * it would still be there at its first look, and cost the end a scan of
+ * /proc. */
 static void watch_stop(int fd)
 {
-    if (watch_pid > 0)
+    if (watch_pid > 0) {
         kill(watch_pid, SIGKILL);
+        while (waitpid(watch_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        watch_pid = 0;
+    }
     if (fd >= 0)
         close(fd);
 }
