@@ -40,6 +40,22 @@
  *   the engine kills the container
  *   whatever its processes did to their init, and no container outlives
  *   the line. Killing the client alone leaves the container running.
+ *   The container is not below this program (the engine's daemon runs
+ *   it), so a SIGKILL to this program (an orchestrator's kill -9, the OOM
+ *   killer), or to the caller's whole process group, would skip that
+ *   removal: before the command starts, a watchdog child
+ *   ("isolation-watch", in a session of its own, so that a kill of the
+ *   caller's group does not reach it; SIGTERM, SIGHUP, SIGINT and SIGQUIT
+ *   ignored) waits on a pipe whose only write end this program holds.
+ *   EOF (this program died, however) makes it wait up to REAP_WATCH_CID
+ *   seconds for the cidfile and remove the container the same way. On
+ *   the normal end this program has removed it itself, and SIGKILLs the
+ *   watchdog before closing the pipe: one removal, no watchdog left. A
+ *   SIGKILL to both at once (kill -9 -1), or a subreaper above this one
+ *   that kills what it inherits (the session manager's reaper: once this
+ *   program is gone, killed alone or by it after its margin, the watchdog
+ *   is its child, and its SIGKILL races the removal), still leaves the
+ *   container running.
  *
  * It exits with COMMAND's status (dying of the same signal when COMMAND
  * did), or 125 when processes were still there REAP_KILL_WAIT seconds after
@@ -51,6 +67,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,6 +86,13 @@
 #define REAP_EXIT_FAILED 125
 /* the longest --time: limits.time's own bound */
 #define REAP_TIME_MAX (366L * 24 * 3600)
+/* seconds the watchdog waits for the engine to write the cidfile: a client
+ * killed with this program may still be creating the container */
+#define REAP_WATCH_CID 60
+/* the watchdog's comm: what pgrep -x finds */
+#define REAP_WATCH_NAME "isolation-watch"
+/* the descriptor the watchdog reads this program's end from */
+#define REAP_WATCH_FD 3
 
 static const int forwarded[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
 #define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
@@ -145,10 +169,15 @@ static size_t proc_table(struct proc *out, size_t max)
 #define REAP_PROCS_MAX 65536
 static struct proc procs[REAP_PROCS_MAX];
 
+/* The watchdog (a child of this program), 0 when there is none or it has
+ * been reaped: no signal of this program's own passes may reach it. */
+static pid_t watch_pid;
+
 /*
  * Sends sig to every process below this one: only to the direct children
  * when direct_only, else to all descendants except bwrap's own processes.
- * Returns how many it signalled.
+ * Never to the watchdog: it must outlive this program. Returns how many it
+ * signalled.
  */
 static int signal_below(int sig, bool direct_only)
 {
@@ -160,7 +189,8 @@ static int signal_below(int sig, bool direct_only)
     while (head < tail) {
         pid_t parent = queue[head++];
         for (size_t i = 0; i < n; i++) {
-            if (procs[i].ppid != parent || procs[i].pid == parent)
+            if (procs[i].ppid != parent || procs[i].pid == parent ||
+                (watch_pid > 0 && procs[i].pid == watch_pid))
                 continue;
             if (!direct_only && tail < REAP_PROCS_MAX)
                 queue[tail++] = procs[i].pid;
@@ -184,6 +214,8 @@ static int reap_ended(pid_t command, int *status, bool *command_done)
         if (p < 0)
             return errno == ECHILD ? -1 : reaped;
         reaped++;
+        if (p == watch_pid)
+            watch_pid = 0; /* its pid may be reused from now on */
         if (p == command) {
             *status = st;
             *command_done = true;
@@ -316,6 +348,120 @@ static void container_remove(const char *engine, const char *cidfile)
     engine_run(engine, "rm", "-f", cid);
 }
 
+/* Closes every descriptor from `from` up. */
+static void close_from(int from)
+{
+    if (close_range((unsigned)from, ~0U, 0) == 0)
+        return;
+    /* a kernel before 5.9: one by one, up to the descriptor limit */
+    struct rlimit rl;
+    long max = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < (rlim_t)max)
+        max = (long)rl.rlim_cur;
+    for (long fd = from; fd < max; fd++)
+        close((int)fd);
+}
+
+/*
+ * The watchdog, in the child: fd is the read end of the pipe whose only
+ * write end the reaper holds. Returns never.
+ *
+ * - setsid: a kill of the caller's process group (kill -9 -PGID) or a
+ *   terminal's signal does not reach it; the forwarded signals are
+ *   ignored (a subreaper above passes its SIGTERM to every process below
+ *   it): only SIGKILL ends it, and the reaper sends that on its normal end.
+ * - It holds nothing of the caller's: stdin, stdout and stderr are
+ *   /dev/null and every other descriptor but the pipe is closed. A caller
+ *   that reads the line's output until EOF, or waits for a pipe it gave
+ *   the line to close, must not wait for the watchdog.
+ * - EOF means the reaper is gone without removing the container (only
+ *   its death closes the pipe before the watchdog's own SIGKILL). The
+ *   client may still be creating the container: the id is waited for up
+ *   to REAP_WATCH_CID seconds.
+ */
+static _Noreturn void watch_main(int fd, const char *engine,
+                                 const char *cidfile, const char *cid_dir)
+{
+    prctl(PR_SET_NAME, REAP_WATCH_NAME, 0, 0, 0);
+    setsid();
+    for (size_t i = 0; i < NFORWARDED; i++)
+        signal(forwarded[i], SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGCHLD, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+
+    if (fd != REAP_WATCH_FD && dup2(fd, REAP_WATCH_FD) < 0)
+        _exit(REAP_EXIT_FAILED);
+    close_from(REAP_WATCH_FD + 1); /* the write end among them */
+    int null = open("/dev/null", O_RDWR);
+    for (int std = 0; null >= 0 && std <= 2; std++)
+        if (null != std)
+            dup2(null, std);
+    if (null > 2)
+        close(null);
+
+    char c;
+    ssize_t n;
+    do
+        n = read(REAP_WATCH_FD, &c, 1);
+    while (n < 0 && errno == EINTR);
+
+    double deadline = now() + REAP_WATCH_CID;
+    char cid[129];
+    for (read_cid(cidfile, cid, sizeof cid); !cid[0] && now() < deadline;
+         read_cid(cidfile, cid, sizeof cid)) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    container_remove(engine, cidfile);
+    unlink(cidfile);
+    rmdir(cid_dir);
+    _exit(0);
+}
+
+/* Forks the watchdog; its pipe's write end (close-on-exec: the command
+ * must not hold it), or -1. */
+static int watch_start(const char *engine, const char *cidfile,
+                       const char *cid_dir)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t w = fork();
+    if (w == 0)
+        watch_main(p[0], engine, cidfile, cid_dir);
+    close(p[0]);
+    if (w < 0) {
+        int e = errno;
+        close(p[1]);
+        errno = e;
+        return -1;
+    }
+    watch_pid = w;
+    return p[1];
+}
+
+/* The normal end, the container removed: SIGKILL to the watchdog before
+ * its pipe closes, so that it never removes it a second time. Reaped here
+ * (a SIGKILL ends a process blocked in read() at once): left to kill_all,
+ * it would still be there at its first look, and cost the end a scan of
+ * /proc. */
+static void watch_stop(int fd)
+{
+    if (watch_pid > 0) {
+        kill(watch_pid, SIGKILL);
+        while (waitpid(watch_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        watch_pid = 0;
+    }
+    if (fd >= 0)
+        close(fd);
+}
+
 static int usage(void)
 {
     fprintf(stderr,
@@ -380,6 +526,18 @@ int reap_main(int argc, char **argv)
                     strerror(errno));
     }
 
+    /* before the command: it must not hold the write end */
+    int watch_fd = -1;
+    if (container) {
+        watch_fd = watch_start(cmd[0], cidfile, cid_dir);
+        if (watch_fd < 0) {
+            int e = errno;
+            free(run);
+            rmdir(cid_dir);
+            return fail(REAP_EXIT_FAILED, "the watchdog", strerror(e));
+        }
+    }
+
     sigset_t set, old;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -400,8 +558,14 @@ int reap_main(int argc, char **argv)
     }
     if (run != cmd)
         free(run); /* the child has its copy; the cid file is cidfile */
-    if (command < 0)
-        return fail(REAP_EXIT_FAILED, "fork", strerror(errno));
+    if (command < 0) {
+        int e = errno;
+        if (container) {
+            watch_stop(watch_fd);
+            rmdir(cid_dir);
+        }
+        return fail(REAP_EXIT_FAILED, "fork", strerror(e));
+    }
 
     int status = 0;
     bool command_done = false;
@@ -441,6 +605,7 @@ int reap_main(int argc, char **argv)
         container_remove(cmd[0], cidfile);
         unlink(cidfile);
         rmdir(cid_dir);
+        watch_stop(watch_fd);
     }
     if (kill_all(&set, command, &status, &command_done) < 0) {
         fprintf(stderr,

@@ -206,6 +206,19 @@ local function client_of(mark, engine)
   end
 end
 
+-- The line's reaper (isolation-bridge --reap, the first program of the
+-- line isolate runs) among the processes that carry the mark; not its
+-- watchdog, whose argv is the same but whose name is isolation-watch.
+local function reaper_of(mark)
+  for _, pid in ipairs(cli.pgrep(mark)) do
+    local argv = helpers.read("/proc/" .. pid .. "/cmdline") or ""
+    if (helpers.read("/proc/" .. pid .. "/comm") or ""):match("^[^\n]*") == "isolation-bridg"
+      and argv:find("\0--reap\0", 1, true) then
+      return pid
+    end
+  end
+end
+
 -- Containers `ps` lists now that `before` (its earlier output) did not.
 local function new_containers(ps, before)
   local _, now = helpers.run(ps)
@@ -217,16 +230,17 @@ local function new_containers(ps, before)
 end
 
 -- Starts isolate (argv after the program: opts.prefix, e.g. setpriv, in
--- front), waits until the stubborn command's two sleepers run, does
--- `act(p)`, and waits for isolate's end. Returns its status, the seconds
--- from act to the end, and what still carried the mark right then.
+-- front; opts.detached: isolate in a process group of its own), waits
+-- until the stubborn command's two sleepers run, does `act(p)`, and waits
+-- for isolate's end. Returns its status, the seconds from act to the end,
+-- and what still carried the mark right then.
 local function stubborn_isolate(args, mark, opts, act)
   local argv = {}
   for _, a in ipairs(opts.prefix or {}) do argv[#argv + 1] = a end
   argv[#argv + 1] = cli.ISOLATE
   for _, a in ipairs(args) do argv[#argv + 1] = a end
   for _, a in ipairs({ "--", "bash", "-c", STUBBORN, "stubborn", mark }) do argv[#argv + 1] = a end
-  local p = cli.spawn(argv, { env = opts.env, cwd = opts.cwd })
+  local p = cli.spawn(argv, { env = opts.env, cwd = opts.cwd, detached = opts.detached })
   local up = cli.wait_for(function() return sleepers(mark) == 2 or p.status ~= nil end, 90)
   if not (up and p.status == nil) then
     p.kill("sigkill")
@@ -246,6 +260,33 @@ local function stubborn_engine(ps, args, opts, act)
   local mark = new_mark()
   local status, took, left, text = stubborn_isolate(args, mark, opts, function(p) act(p, mark) end)
   return status, took, left, text, new_containers(ps, before)
+end
+
+-- The watchdog (bridge/reap.c, --container): the container is the
+-- engine daemon's, not below the reaper, so a SIGKILL to the line's reaper
+-- (an orchestrator's kill -9, the OOM killer) or to isolate's whole
+-- process group skipped its removal, and the container ran on (before:
+-- until its command ended by itself). `how` is "reaper" or "group". Runs
+-- the stubborn command through isolate in a process group of its own, and
+-- checks that within 15 s no process carries the mark (the watchdog's
+-- argv, the reaper's, carries it too) and `ps` lists no new container.
+local function reaper_killed(how, ps, args, mark, opts)
+  local _, before = helpers.run(ps)
+  opts.detached = true
+  local t0
+  local _, _, _, text = stubborn_isolate(args, mark, opts, function(p)
+    t0 = uv.hrtime()
+    if how == "reaper" then
+      assert(uv.kill(assert(reaper_of(mark), "no reaper"), "sigkill"))
+    else
+      assert(uv.kill(-p.pid, "sigkill"))
+    end
+  end)
+  local gone = helpers.wait_for(function() return #cli.pgrep(mark) == 0 and #new_containers(ps, before) == 0 end, 15)
+  local left = new_containers(ps, before)
+  assert.is_true(gone, ("after %.1f s: %d processes carry the mark, containers left: %s\n%s"):format(
+    (uv.hrtime() - t0) / 1e9, #cli.pgrep(mark), table.concat(left, " "), text))
+  return (uv.hrtime() - t0) / 1e9
 end
 
 describe("docker, for real", function()
@@ -524,6 +565,18 @@ describe("docker, for real", function()
     assert.are.same({}, made)
   end)
 
+  for _, how in ipairs({ "reaper", "group" }) do
+    it("isolate --mode docker: " .. (how == "reaper" and "the line's reaper SIGKILLed" or "kill -9 of isolate's whole "
+      .. "process group") .. ": its watchdog has the engine remove the container, nothing of it runs within 15 s "
+      .. "(before: the container ran on)", function()
+      if skip then return end
+      helpers.write(dir .. "/c.json", cjson.encode({ mode = "docker", docker_image = "isolation-spec-tools" }))
+      reaper_killed(how, eng:cmd("ps -aq"), { "--config", dir .. "/c.json", "--network", "none",
+        "--workdir", base.workdir, "--no-protect" }, new_mark(),
+        { env = { eng.env, "HOME=" .. dir .. "/home" }, cwd = base.workdir })
+    end)
+  end
+
   for _, how in ipairs({ "kill", "close" }) do
     it("the session manager's default launcher, docker, no time: mgr:" .. how .. "() with a command that ignores "
       .. "SIGTERM and leaves a sleeper: it returns once the container is gone, within the grace", function()
@@ -706,8 +759,12 @@ describe("docker, for real", function()
       end)
     end)
 
-  it("bridge pass: the line's reaper killed (SIGKILL: nothing is passed on, nothing removed), the container runs "
-    .. "on; closing its proxy"
+  -- The keeper, not the reaper: the line has none (reap = false, as for
+  -- another host), so killing the client leaves the container running, and
+  -- only the keeper can end it. (With the reaper, its watchdog would remove
+  -- the container, which proves nothing about the keeper.)
+  it("bridge pass: the line without its reaper (reap = false), its client killed (SIGKILL: nothing is passed on, "
+    .. "nothing removed), the container runs on; closing its proxy"
     .. " ends it: the keeper kills every process of it, and the container is gone", function()
     if skip then return end
     finally(function() helpers.run(eng:cmd("ps -aq | xargs -r ") .. eng:cmd("rm -f >/dev/null 2>&1")) end)
@@ -715,6 +772,7 @@ describe("docker, for real", function()
       local spec = {}
       for k, v in pairs(base) do spec[k] = v end
       spec.command, spec.bridge, spec.proxy_socket = SLEEP_STARTED, "pass", sealed_sock
+      spec.reap = false
       local _, _, running = signalled("env " .. eng.env .. " HOME=" .. shq(dir .. "/home"),
         assert(isolation.wrap(spec)), base.workdir .. "/" .. STARTED, "KILL", eng:cmd("ps -q"))
       assert.is_not_nil(next(running), "the container ended with its client: nothing to prove")
@@ -913,8 +971,9 @@ describe("podman (rootless), for real", function()
     end)
   end
 
-  it("bridge pass: the line's reaper killed (SIGKILL), the container runs on; closing its proxy ends it: the "
-    .. "keeper kills"
+  -- The keeper, not the reaper: as under docker above, a line without one.
+  it("bridge pass: the line without its reaper (reap = false), podman killed (SIGKILL), the container runs on; "
+    .. "closing its proxy ends it: the keeper kills"
     .. " every process of it, and the container is gone", function()
     if skip then return end
     local ps = "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -aq")
@@ -927,6 +986,7 @@ describe("podman (rootless), for real", function()
       local spec = {}
       for k, v in pairs(base) do spec[k] = v end
       spec.command, spec.bridge, spec.proxy_socket = SLEEP_STARTED, "pass", own_sock
+      spec.reap = false
       local _, _, running = signalled("cd " .. shq(pod.dir) .. " && " .. pod.prefix .. " env " .. pod.env,
         assert(isolation.wrap(spec)), work .. "/" .. STARTED, "KILL",
         "cd " .. shq(pod.dir) .. " && " .. pod:cmd("ps -q"))
@@ -1008,6 +1068,16 @@ describe("podman (rootless), for real", function()
     assert.is_true(took < 30, ("isolate took %.1f s after the kill"):format(took))
     assert.are.same({}, made)
   end)
+
+  for _, how in ipairs({ "reaper", "group" }) do
+    it("isolate --mode podman as its user: " .. (how == "reaper" and "the line's reaper SIGKILLed" or "kill -9 of "
+      .. "isolate's whole process group") .. ": its watchdog has podman remove the container, nothing of it runs "
+      .. "within 15 s (before: the container ran on)", function()
+      if skip then return end
+      local opts, args = as_user()
+      reaper_killed(how, pod_ps(), args, new_mark(), opts)
+    end)
+  end
 
   it("none: nothing reachable; the workdir written as the user (--userns=keep-id); exit status", function()
     if skip then return end

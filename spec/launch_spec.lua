@@ -718,6 +718,8 @@ describe("argv", function()
     assert.are.same({ isolation.BRIDGE, "--reap", "5", "--container", "--", "podman", "run" },
       table.move(isolation.argv(spec), 1, 7, 1, {}))
     assert.truthy(isolation.dry_run(spec):find("end: the bridge's reaper on the host (--reap --container)", 1, true))
+    assert.truthy(isolation.dry_run(spec):find("its watchdog (isolation-watch, a session of its own) does the same "
+      .. "when the reaper is SIGKILLed", 1, true))
     spec.reap = false
     assert.truthy(isolation.dry_run(spec):find("end: no reaper (reap = false)", 1, true))
   end)

@@ -213,3 +213,192 @@ describe("isolation-bridge --reap", function()
     end
   end)
 end)
+
+-- The watchdog of a container line (bridge/reap.c, --container). The
+-- container is the engine daemon's, not below the reaper: a SIGKILL to the
+-- reaper (an orchestrator's kill -9, the OOM killer), or to the caller's
+-- whole process group, skipped its removal, and the container ran on.
+-- Here the engine is a stand-in: it records each call's argv, writes the id
+-- to the cidfile the reaper names (not when a file "late" exists: then the
+-- test writes it, as a client that is still creating the container), and
+-- its "run" execs the rest (the "container", the mark in its argv); its
+-- "kill" ends that run.
+describe("isolation-bridge --reap --container: the watchdog", function()
+  local bridge = require("isolation").BRIDGE
+  local ID = "0123abcd"
+  local ENGINE = [[#!/bin/sh
+d=$(dirname "$0")
+printf '%s\n' "$*" >>"$d/log"
+case $1 in
+run)
+  printf '%s' "$3" >"$d/cidpath.tmp" && mv "$d/cidpath.tmp" "$d/cidpath"
+  [ -e "$d/late" ] || echo ]] .. ID .. [[ >"$3"
+  echo $$ >"$d/run.pid"
+  shift 3
+  exec "$@" ;;
+kill)
+  pid=$(cat "$d/run.pid")
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -F "$(cat "$d/mark")" && kill -9 "$pid" ;;
+esac
+exit 0
+]]
+  local dir, mark
+
+  before_each(function()
+    dir, mark = helpers.tmpdir(), new_mark()
+    helpers.write(dir .. "/engine", ENGINE)
+    helpers.write(dir .. "/mark", mark)
+    assert(uv.fs_chmod(dir .. "/engine", tonumber("755", 8)))
+  end)
+  after_each(function()
+    for _, pid in ipairs(cli.pgrep(mark)) do uv.kill(pid, "sigkill") end
+    helpers.rmtree(dir)
+  end)
+
+  -- The reaper (its cid directory in dir) over the stand-in, running
+  -- `script` under bash, with the mark as its $0.
+  local function start(script, opts)
+    opts = opts or {}
+    local argv = { bridge, "--reap", "1" }
+    for _, a in ipairs(opts.args or {}) do argv[#argv + 1] = a end
+    for _, a in ipairs({ "--container", "--", dir .. "/engine", "run", "bash", "-c", script, mark }) do
+      argv[#argv + 1] = a
+    end
+    return cli.spawn(argv, { env = { "TMPDIR=" .. dir }, detached = opts.detached })
+  end
+
+  -- Live processes named isolation-watch whose argv (the reaper's, which
+  -- forked them) names this test's stand-in.
+  local function watchdogs()
+    local found = {}
+    for _, pid in ipairs(cli.pgrep(dir .. "/engine")) do
+      local stat = helpers.read("/proc/" .. pid .. "/stat") or ""
+      if stat:match("^%d+ %((.*)%) %a") == "isolation-watch" and not stat:match("%) Z ") then
+        found[#found + 1] = pid
+      end
+    end
+    return found
+  end
+
+  -- The run started (its cidfile named, and written unless late) and one
+  -- watchdog is there.
+  local function running(p)
+    assert.is_true(cli.wait_for(function()
+      return p.status ~= nil or (helpers.exists(dir .. "/run.pid") and helpers.exists(dir .. "/cidpath")
+        and (helpers.exists(dir .. "/late") or (helpers.read(helpers.read(dir .. "/cidpath")) or "") ~= "")
+        and #watchdogs() == 1)
+    end, 20), "the line did not start, or no watchdog: " .. #watchdogs())
+    assert.is_nil(p.status, p.err)
+  end
+
+  -- How many times the engine was told to kill, and to remove, the id.
+  local function removals()
+    local log = helpers.read(dir .. "/log") or ""
+    local kills, rms = 0, 0
+    for l in log:gmatch("[^\n]+") do
+      if l == "kill --signal=KILL " .. ID then kills = kills + 1 end
+      if l == "rm -f " .. ID then rms = rms + 1 end
+    end
+    return kills, rms, log
+  end
+
+  -- No cid directory left in dir (TMPDIR), nor any watchdog.
+  local function nothing_left()
+    assert.is_true(cli.wait_for(function() return #watchdogs() == 0 end, 10), "a watchdog ran on")
+    local left = cli.ls(dir)
+    for _, name in ipairs(left) do assert.is_nil(name:match("^isolation%-cid%-"), "left: " .. name) end
+  end
+
+  -- The engine removed the container once (within `seconds`), and nothing is left.
+  local function removed_once(seconds)
+    assert.is_true(cli.wait_for(function() return select(2, removals()) > 0 end, seconds),
+      "the container was not removed: " .. select(3, removals()))
+    local kills, rms, log = removals()
+    assert.are.equal(1, kills, log)
+    assert.are.equal(1, rms, log)
+    nothing_left()
+  end
+
+  it("the reaper SIGKILLed: the watchdog has the engine kill and remove the container within seconds "
+    .. "(before: nothing removed it, the container ran on)", function()
+    local p = start("exec -a \"$0\" sleep 60")
+    running(p)
+    assert(p.kill("sigkill"))
+    removed_once(5)
+    assert.are.equal(137, (p.wait(10)))
+  end)
+
+  it("kill -9 of the reaper's whole process group (isolate's): the watchdog, in a session of its own, removes the "
+    .. "container (before: nothing did)", function()
+    local p = start("exec -a \"$0\" sleep 60", { detached = true })
+    running(p)
+    assert(uv.kill(-p.pid, "sigkill"))
+    removed_once(5)
+    assert.are.equal(137, (p.wait(10)))
+  end)
+
+  it("the reaper's group killed before the engine wrote the cidfile: the caller's pipes close at once (the "
+    .. "watchdog holds none), and the id written 2 s later is still removed", function()
+    helpers.write(dir .. "/late", "")
+    local p = start("exec -a \"$0\" sleep 60", { detached = true })
+    running(p)
+    assert(uv.kill(-p.pid, "sigkill"))
+    assert.is_true(cli.wait_for(function() return p.status ~= nil and p.closed == 2 end, 5),
+      "the caller's stdout and stderr stayed open")
+    assert.are.equal(137, p.status)
+    assert.are.equal(1, #watchdogs(), "the watchdog gave up waiting for the id")
+    uv.sleep(2000)
+    assert.are.equal(0, (removals()))
+    helpers.write(helpers.read(dir .. "/cidpath"), ID .. "\n")
+    removed_once(5)
+    p.wait(1)
+  end)
+
+  it("runs in a session of its own, holding /dev/null as stdin, stdout and stderr and one pipe that is not the "
+    .. "caller's", function()
+    local p = start("exec -a \"$0\" sleep 60")
+    running(p)
+    local w = watchdogs()[1]
+    local fields = helpers.read("/proc/" .. w .. "/stat"):match("%) (.*)$")
+    local sid = tonumber(select(4, fields:match("^(%S+) (%S+) (%S+) (%S+)")))
+    assert.are.equal(w, sid)
+    local reaper_sid = tonumber(select(4, helpers.read("/proc/" .. p.pid .. "/stat"):match("%) (.*)$")
+      :match("^(%S+) (%S+) (%S+) (%S+)")))
+    assert.are_not.equal(reaper_sid, sid)
+    local fds = {}
+    for _, fd in ipairs(cli.ls("/proc/" .. w .. "/fd")) do
+      fds[tonumber(fd)] = uv.fs_readlink("/proc/" .. w .. "/fd/" .. fd)
+    end
+    assert.are.equal("/dev/null", fds[0])
+    assert.are.equal("/dev/null", fds[1])
+    assert.are.equal("/dev/null", fds[2])
+    assert.truthy(fds[3] and fds[3]:match("^pipe:"), tostring(fds[3]))
+    assert.are_not.equal(uv.fs_readlink("/proc/" .. p.pid .. "/fd/1"), fds[3])
+    assert.are_not.equal(uv.fs_readlink("/proc/" .. p.pid .. "/fd/2"), fds[3])
+    local n = 0
+    for _ in pairs(fds) do n = n + 1 end
+    assert.are.equal(4, n)
+    assert(p.kill("sigterm"))
+    assert.are.equal(143, (p.wait(10)))
+  end)
+
+  for _, case in ipairs({
+    { "the command's exit", "while [ ! -e go ]; do sleep 0.05; done; exit 3", 3 },
+    { "SIGTERM to the reaper (passed on to the command, not to the watchdog)", "exec -a \"$0\" sleep 60", 143,
+      function(p) assert(p.kill("sigterm")) end },
+    { "--time 1", "exec -a \"$0\" sleep 60", 124, nil, { "--time", "1" } },
+  }) do
+    local name, script, want, act, args = case[1], case[2], case[3], case[4], case[5]
+    it("the normal end, " .. name .. ": the line's own status, one removal by the reaper, no watchdog left", function()
+      local p = start("cd " .. helpers.shquote(dir) .. " && " .. script, { args = args })
+      running(p)
+      if act then act(p) else helpers.write(dir .. "/go", "") end
+      local status, _, err = p.wait(20)
+      assert.are.equal(want, status, err)
+      local kills, rms, log = removals()
+      assert.are.equal(1, kills, log)
+      assert.are.equal(1, rms, log)
+      nothing_left()
+    end)
+  end
+end)

@@ -26,8 +26,9 @@ function cli.wait_for(pred, seconds)
 end
 
 --- Starts a child: `argv` an array (argv[1] the program), `opts.env` an array
---- of NAME=VALUE added, `opts.cwd`, `opts.stdin` true for a pipe (p.stdin). Returns a table whose out/err grow as the
---- child writes, status (128+n after signal n) once it ended, and helpers.
+--- of NAME=VALUE added, `opts.cwd`, `opts.stdin` true for a pipe (p.stdin), `opts.detached` true for a session
+--- and process group of its own (p.pid its id: a kill of -p.pid reaches the child's whole group and not this one).
+--- Returns a table whose out/err grow as the child writes, status (128+n after signal n) once it ended, and helpers.
 function cli.spawn(argv, opts)
   opts = opts or {}
   local args = {}
@@ -38,7 +39,8 @@ function cli.spawn(argv, opts)
   local out, err = uv.new_pipe(false), uv.new_pipe(false)
   local stdin = opts.stdin and uv.new_pipe(false) or nil
   p.stdin = stdin
-  local handle, pid = uv.spawn("env", { args = args, stdio = { stdin, out, err }, cwd = opts.cwd },
+  local handle, pid = uv.spawn("env", { args = args, stdio = { stdin, out, err }, cwd = opts.cwd,
+    detached = opts.detached },
     function(code, signal)
       p.status = signal ~= 0 and 128 + signal or code
     end)

@@ -222,7 +222,10 @@ static void dry_run_docker(luaL_Buffer *b, lua_State *L,
                             "a SIGTERM, SIGINT, SIGHUP or SIGQUIT it passes "
                             "on to the client, the engine kills and removes "
                             "the container (kill --signal=KILL, rm -f), "
-                            "whatever its processes did to its init\n"
+                            "whatever its processes did to its init; its "
+                            "watchdog (isolation-watch, a session of its "
+                            "own) does the same when the reaper is "
+                            "SIGKILLed\n"
                           : "end: no reaper (reap = false): the container "
                             "ends with its init (--rm); killing the client "
                             "alone leaves it running\n");
