@@ -25,7 +25,12 @@
  *   isolate ignores the terminal's) go on to every process below it except
  *   bwrap's own, which do not relay signals and whose death would kill the
  *   command with no chance to clean up; GRACE seconds later, whatever still
- *   runs is killed as above.
+ *   runs is killed as above. Each signal goes on once: a signal sent to
+ *   the whole process group (a terminal's Ctrl-C, timeout(1)) reaches the
+ *   command directly as well as through this program, and more copies
+ *   change its meaning (the docker client ends itself with status 1 at its
+ *   third SIGTERM or SIGINT, "forcefully exiting"); what ignores the first
+ *   is killed at the end of the grace anyway.
  *
  * Options before "--":
  * - --time SECONDS: SECONDS after the start, the same as a forwarded
@@ -572,6 +577,8 @@ int reap_main(int argc, char **argv)
     double deadline = -1; /* set by the first forwarded signal */
     double time_up = limit ? now() + (double)limit : -1;
     bool timed_out = false;
+    sigset_t passed; /* the signals already passed on: each goes on once */
+    sigemptyset(&passed);
     while (!command_done) {
         if (time_up >= 0 && !timed_out && now() >= time_up) {
             timed_out = true;
@@ -579,7 +586,9 @@ int reap_main(int argc, char **argv)
                     "isolation-bridge --reap: the time limit (%ld s) is "
                     "reached: SIGTERM to the command, SIGKILL %ld s later\n",
                     limit, grace);
-            signal_below(SIGTERM, false);
+            if (!sigismember(&passed, SIGTERM))
+                signal_below(SIGTERM, false);
+            sigaddset(&passed, SIGTERM);
             if (deadline < 0)
                 deadline = now() + (double)grace;
         }
@@ -597,7 +606,9 @@ int reap_main(int argc, char **argv)
         }
         if (sig == SIGPIPE)
             continue;
-        signal_below(sig, false);
+        if (!sigismember(&passed, sig))
+            signal_below(sig, false);
+        sigaddset(&passed, sig);
         if (deadline < 0)
             deadline = now() + (double)grace;
     }

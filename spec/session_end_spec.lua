@@ -197,6 +197,23 @@ describe("isolation-bridge --reap", function()
     assert.truthy((uv.hrtime() - t0) / 1e9 < 3)
   end)
 
+  it("passes each signal on once (a signal sent to the whole group reaches the command directly too, and the "
+    .. "docker client exits 1 at its third SIGTERM); the grace still ends a command that ignores it", function()
+    local dir = helpers.tmpdir()
+    local p = cli.spawn({ bridge, "--reap", "1", "--", "sh", "-c",
+      "trap 'echo TERM >>" .. dir .. "/count' TERM; echo up >" .. dir .. "/up; while :; do sleep 0.05; done" })
+    assert.is_true(helpers.wait_for(function() return helpers.read(dir .. "/up") ~= nil end, 10))
+    for _ = 1, 3 do
+      p.kill("sigterm")
+      uv.sleep(200)
+    end
+    local status = p.wait(10)
+    local count = helpers.read(dir .. "/count")
+    helpers.rmtree(dir)
+    assert.are.equal("TERM\n", count) -- before: three times
+    assert.are.equal(128 + 9, status)
+  end)
+
   it("--container: the command must be ENGINE run ...", function()
     local status, _, err = reap({ "1", "--container", "--", "true" })
     assert.are.equal(2, status)
