@@ -267,6 +267,12 @@ describe("wrap", function()
     return want
   end
 
+  -- Under the sanitizer build (make spec-asan) every line is still built
+  -- and checked (the C under test), and one in RUN_EVERY is run: running
+  -- them is shell work that `make spec` does for every line, and it was a
+  -- third of spec-asan's time.
+  local RUN_EVERY = os.getenv("ISOLATION_SANITIZER") == "1" and 8 or 1
+
   it("runs exactly the argv for 400 generated specs (bwrap allow/deny, docker, none), two HOMEs, sh, bash", function()
     local homes = { "/home/agent", "/tmp/ho me'q\"$x`y" }
     local kinds = { "bwrap", "bwrap-deny", "docker", "none" }
@@ -287,18 +293,20 @@ describe("wrap", function()
         end
       end
       local shell = i % 3 == 0 and "/bin/bash" or "/bin/sh"
-      local got, env = run_line(line, home, vars, shell)
-      assert.are.same(expected(argv, home), got, line)
-      if spec.config.mode == "bwrap" then
-        local want = expected_env(spec, home, vars)
-        -- bash gives itself TERM=dumb (unexported) when TERM is unset, and
-        -- ${TERM+...} sees it: what the line passes is the shell's TERM
-        if shell == "/bin/bash" and vars.TERM == nil and not spec.env_inherit
-          and (spec.env_set or {}).TERM == nil then
-          want.TERM = "dumb"
+      if i % RUN_EVERY == 0 then
+        local got, env = run_line(line, home, vars, shell)
+        assert.are.same(expected(argv, home), got, line)
+        if spec.config.mode == "bwrap" then
+          local want = expected_env(spec, home, vars)
+          -- bash gives itself TERM=dumb (unexported) when TERM is unset, and
+          -- ${TERM+...} sees it: what the line passes is the shell's TERM
+          if shell == "/bin/bash" and vars.TERM == nil and not spec.env_inherit
+            and (spec.env_set or {}).TERM == nil then
+            want.TERM = "dumb"
+          end
+          assert.are.same(want, env, line)
+          if not spec.env_inherit then assert.is_nil(env.CANARY_SECRET) end
         end
-        assert.are.same(want, env, line)
-        if not spec.env_inherit then assert.is_nil(env.CANARY_SECRET) end
       end
       n = n + 1
     end
@@ -372,9 +380,11 @@ describe("wrap", function()
         local line = assert(isolation.wrap(spec))
         assert.is_false(has_raw_control(line), field .. ": " .. line)
         for _, shell in ipairs({ "/bin/sh", "/bin/bash" }) do
-          local got = run_line(line, "/home/agent", nil, shell)
-          assert.are.same(expected(argv, "/home/agent"), got, shell .. ": " .. line)
           n = n + 1
+          if n % RUN_EVERY == 0 then
+            local got = run_line(line, "/home/agent", nil, shell)
+            assert.are.same(expected(argv, "/home/agent"), got, shell .. ": " .. line)
+          end
         end
       end
     end
