@@ -50,7 +50,7 @@ ALL_TARGETS = $(BUILD)/isolation.so
 TEST_STEPS  =
 
 .DEFAULT_GOAL := all
-.PHONY: all deps check-headers exports layers test spec spec-asan spec-asan-all lint format clean rockcheck
+.PHONY: all deps check-headers exports layers test spec spec-asan spec-asan-all spec-both lint format clean rockcheck
 
 -include mk/*.mk
 
@@ -153,6 +153,20 @@ spec-asan: deps all $(BUILD)/asan/isolation.so
 spec-asan-all: deps all $(BUILD)/asan/isolation.so $(BUILD)/asan/isolation-bridge
 	$(ASAN_RUN) spec
 
+# make test runs spec and spec-asan side by side: most of a spec's time is
+# spent waiting (sandboxes starting, timers, child processes), so on 2 cores
+# the pair takes about as long as spec alone (measured: 17.5 min, against
+# 17.3 + 13.1 one after the other). Each run's output is kept in a file and
+# printed whole once both have ended; either failing fails the target.
+spec-both: deps all $(BUILD)/asan/isolation.so $(BUILD)/asan/isolation-bridge
+	@tmp=$$(mktemp -d); \
+	{ $(BUSTED) spec >"$$tmp/spec.log" 2>&1; echo $$? >"$$tmp/spec.rc"; } & \
+	{ $(ASAN_RUN) $(ASAN_SPECS) >"$$tmp/asan.log" 2>&1; echo $$? >"$$tmp/asan.rc"; } & \
+	wait; \
+	echo "== make spec"; cat "$$tmp/spec.log"; echo "== make spec-asan"; cat "$$tmp/asan.log"; \
+	s=$$(cat "$$tmp/spec.rc"); a=$$(cat "$$tmp/asan.rc"); rm -rf "$$tmp"; \
+	echo "spec-both: spec exit $$s, spec-asan exit $$a"; [ "$$s" = 0 ] && [ "$$a" = 0 ]
+
 C_FORMAT = $(wildcard src/*.c src/*.h src/*/*.c src/*/*.h bridge/*.c fuzz/*.c bench/*.c)
 
 lint: deps
@@ -213,7 +227,7 @@ rockcheck: deps all
 	case "$$out" in "isolate "*"(module $$tmp/tree/"*) echo "rockcheck: installed $$out" ;; \
 	  *) echo "rockcheck: the installed isolate --version says: $$out"; exit 1 ;; esac
 
-test: deps all exports layers spec spec-asan lint rockcheck $(TEST_STEPS)
+test: deps all exports layers spec-both lint rockcheck $(TEST_STEPS)
 	@echo "make test: all steps passed"
 
 clean:
