@@ -218,7 +218,7 @@ describe("sandbox environment", function()
     local spec = { config = { mode = "bwrap" }, agent = "codex", workdir = "/srv/p", command = "c",
       env_pass = { "MY_VAR" }, env_set = { SET_ME = "secret-literal" } }
     local text = assert(isolation.dry_run(spec))
-    assert.truthy(text:find("environment: cleared (bwrap starts under env -i", 1, true), text)
+    assert.truthy(text:find("environment: cleared (bwrap starts from an empty environment", 1, true), text)
     assert.truthy(text:find("\n  base: PATH, LANG, LC_ALL,", 1, true), text)
     assert.truthy(text:find("\n  agent codex (isolation.AGENT_ENV): OPENAI_API_KEY, OPENAI_BASE_URL\n", 1, true), text)
     assert.truthy(text:find("\n  env_pass: MY_VAR\n", 1, true), text)

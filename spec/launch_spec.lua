@@ -690,10 +690,11 @@ describe("argv", function()
     assert.are.same({ "bash", "-c", "--", "echo hi" }, isolation.argv({ config = { mode = "" }, workdir = "/w",
       command = "echo hi" }))
     local spec = { config = { mode = "bwrap", network = "deny" }, workdir = "/w", command = "c", proxy_socket = "/p" }
-    -- bwrap behind the reaper (bridge/reap.c) and env -i (the clean
-    -- environment, launch_env.c)
+    -- bwrap behind the reaper (bridge/reap.c), which starts it from an
+    -- empty environment itself (--env -i: the clean environment,
+    -- launch_env.c), with no env(1) exec between them
     assert.are.same(isolation.bwrap_argv(spec), from_bwrap(isolation.argv(spec)))
-    assert.are.same({ isolation.BRIDGE, "--reap", "5", "--", "env", "-i", "HOME=$HOME" },
+    assert.are.same({ isolation.BRIDGE, "--reap", "5", "--env", "--", "-i", "HOME=$HOME" },
       table.move(isolation.argv(spec), 1, 7, 1, {}))
     spec.env_inherit = true
     local reaper = { isolation.BRIDGE, "--reap", "5", "--" }

@@ -220,10 +220,46 @@ describe("isolation-bridge --reap", function()
     assert.truthy(err:find("--container: COMMAND is ENGINE run", 1, true), err)
   end)
 
+  -- --env: a local bwrap line's env -i, done by the reaper's child (one
+  -- exec fewer at every launch): the command starts from exactly the
+  -- words' environment, and the reaper keeps its own
+  it("--env: -i and NAME=value words make the command's whole environment, as env(1) does; the reaper keeps "
+    .. "its own", function()
+    local script = "env; echo ---; tr '\\0' '\\n' </proc/$PPID/environ"
+    local status, out, err = cli.spawn({ bridge, "--reap", "1", "--env", "--", "-i", "A=1", "B=x=y",
+      "PATH=/usr/bin:/bin", "sh", "-c", script }, { env = { "OUTER_SECRET=kept-outside" } }).wait(30)
+    assert.are.equal(0, status, err)
+    local inner, outer = out:match("^(.-)%-%-%-\n(.*)$")
+    local names = {}
+    for name in inner:gmatch("([%w_]+)=[^\n]*\n") do names[#names + 1] = name end
+    table.sort(names)
+    -- sh adds PWD itself (and dash nothing else); nothing of the caller's
+    assert.are.same({ "A", "B", "PATH", "PWD" }, names)
+    assert.truthy(inner:find("B=x=y\n", 1, true), inner)
+    assert.falsy(inner:find("OUTER_SECRET", 1, true), inner)
+    assert.truthy(outer:find("OUTER_SECRET=kept-outside", 1, true), outer)
+    -- without -i the words are added to the caller's environment
+    status, out = cli.spawn({ bridge, "--reap", "1", "--env", "--", "A=2", "sh", "-c", "env" },
+      { env = { "OUTER_SECRET=kept" } }).wait(30)
+    assert.are.equal(0, status)
+    assert.truthy(out:find("A=2\n", 1, true) and out:find("OUTER_SECRET=kept\n", 1, true), out)
+  end)
+
+  it("--env: no program, or a word that sets no name, is the reaper's failure (125) and runs nothing", function()
+    for _, words in ipairs({ { "-i" }, { "-i", "A=1" }, { "A=1", "=x", "true" } }) do
+      local args = { "1", "--env", "--" }
+      for _, w in ipairs(words) do args[#args + 1] = w end
+      local status, _, err = reap(args)
+      assert.are.equal(125, status, table.concat(words, " "))
+      assert.truthy(err:find("isolation-bridge --reap --env: ", 1, true), err)
+    end
+  end)
+
   it("refuses bad arguments with its usage, exit 2", function()
     for _, args in ipairs({ {}, { "x", "--", "true" }, { "-1", "--", "true" }, { "3601", "--", "true" },
       { "5", "true" }, { "5", "--" }, { "5", "--time", "0", "--", "true" }, { "5", "--time", "x", "--", "true" },
-      { "5", "--time", "31622401", "--", "true" }, { "5", "--time" }, { "5", "--other", "--", "true" } }) do
+      { "5", "--time", "31622401", "--", "true" }, { "5", "--time" }, { "5", "--other", "--", "true" },
+      { "5", "--env", "--container", "--", "docker", "run", "x" } }) do
       local status, _, err = reap(args)
       assert.are.equal(2, status, table.concat(args, " "))
       assert.truthy(err:find("usage: isolation-bridge --reap GRACE", 1, true), err)

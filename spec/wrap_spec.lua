@@ -137,12 +137,15 @@ local function expected(argv, home)
   -- a local bwrap, docker or podman line runs behind the reaper
   -- (isolation-bridge --reap GRACE [--container] --), which execs the
   -- rest: the stand-ins see what follows it
+  local env_words = false
   if argv[2] == "--reap" then
-    local n = argv[4] == "--container" and 5 or 4
+    local n = (argv[4] == "--container" or argv[4] == "--env") and 5 or 4
     assert.are.same({ "--reap", "5", "--" }, { argv[2], argv[3], argv[n] })
+    -- --env: the reaper takes env(1)'s words itself (-i NAME=value...)
+    env_words = argv[4] == "--env"
     argv = table.move(argv, n + 1, #argv, 1, {})
   end
-  if argv[1] == "env" then
+  if argv[1] == "env" or env_words then
     for i, v in ipairs(argv) do
       if v == "bwrap" then argv = table.move(argv, i, #argv, 1, {}) break end
     end

@@ -127,9 +127,24 @@ void launch_reap_prepend(lua_State *L, int argv_idx,
     argv_idx = lua_absindex(L, argv_idx);
     bool docker = s->mode == MODE_DOCKER;
     bool timed = docker && s->limits.time;
-    /* BRIDGE --reap GRACE [--time SECONDS] [--container] -- */
-    const lua_Integer np = 4 + (docker ? 1 : 0) + (timed ? 2 : 0);
     lua_Integer n = (lua_Integer)lua_rawlen(L, argv_idx);
+    /* a line that starts with env(1) (env -i NAME=value... bwrap ...):
+       the reaper sets the environment itself (--env), and the line saves
+       env's exec, one of the few costs a launch has beyond bwrap's */
+    lua_rawgeti(L, argv_idx, 1);
+    const char *first = lua_tostring(L, -1);
+    bool env = !docker && first && strcmp(first, "env") == 0;
+    lua_pop(L, 1);
+    if (env) {
+        for (lua_Integer i = 1; i < n; i++) {
+            lua_rawgeti(L, argv_idx, i + 1);
+            lua_rawseti(L, argv_idx, i);
+        }
+        lua_pushnil(L);
+        lua_rawseti(L, argv_idx, n--);
+    }
+    /* BRIDGE --reap GRACE [--time SECONDS] [--container | --env] -- */
+    const lua_Integer np = 4 + (docker || env ? 1 : 0) + (timed ? 2 : 0);
     for (lua_Integer i = n; i >= 1; i--) {
         lua_rawgeti(L, argv_idx, i);
         lua_rawseti(L, argv_idx, i + np);
@@ -147,8 +162,8 @@ void launch_reap_prepend(lua_State *L, int argv_idx,
         lua_pushfstring(L, "%I", (LUAI_UACINT)s->limits.time);
         lua_rawseti(L, argv_idx, k++);
     }
-    if (docker) {
-        lua_pushliteral(L, "--container");
+    if (docker || env) {
+        lua_pushstring(L, docker ? "--container" : "--env");
         lua_rawseti(L, argv_idx, k++);
     }
     lua_pushliteral(L, "--");

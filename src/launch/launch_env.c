@@ -14,10 +14,12 @@
  * 0.8.0: a canary set before `bwrap --clearenv` is readable there, and
  * without Yama's ptrace restriction so is pid 1's memory). So bwrap must
  * start with nothing but the kept names: argv() and wrap() run it as
- * `env -i NAME=value... bwrap ...`. A passed value is never written into
- * bwrap's arguments (every user on the host can read a command line, for
- * the whole session); it is in env's for the instant before env execs
- * bwrap.
+ * `env -i NAME=value... bwrap ...`, and a local line behind the reaper as
+ * `isolation-bridge --reap GRACE --env -- -i NAME=value... bwrap ...` (the
+ * reaper sets the environment in its child itself: one exec fewer). A
+ * passed value is never written into bwrap's arguments (every user on the
+ * host can read a command line, for the whole session); it is in env's
+ * (the reaper's) for the instant before the exec of bwrap.
  *
  * Which names are kept is decided by the line at run time: the element
  * ${NAME+"NAME=$NAME"} is one word when NAME is set (empty included) and
@@ -756,10 +758,12 @@ void launch_env_describe(luaL_Buffer *b, const struct launch_spec *s)
                                    "launching shell only these names, each "
                                    "only when set there (docker -e NAME; an "
                                    "unset one stays unset):\n"
-                                 : "environment: cleared (bwrap starts under "
-                                   "env -i, so not even bwrap's own process "
-                                   "in the sandbox holds the launching "
-                                   "environment); from the launching shell "
+                                 : "environment: cleared (bwrap starts from "
+                                   "an empty environment, env -i or the "
+                                   "reaper's --env -i, so not even bwrap's "
+                                   "own process in the sandbox holds the "
+                                   "launching environment); from the "
+                                   "launching shell "
                                    "only these names, each only when set "
                                    "there (an unset one stays unset):\n");
         add_names_line(b,
