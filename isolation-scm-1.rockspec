@@ -69,6 +69,7 @@ build = {
     ["isolation.routes"] = "lua/isolation/routes.lua",
     ["isolation.session"] = "lua/isolation/session.lua",
     ["isolation.setid"] = "lua/isolation/setid.lua",
+    ["isolation.endcheck"] = "lua/isolation/endcheck.lua",
     ["isolation.tools"] = "lua/isolation/tools.lua",
   },
   -- The built-in bridge is a program, which the builtin build cannot make:

@@ -21,7 +21,7 @@ local protect = require("isolation.protect")
 local textmod = require("isolation.text")
 local limits = require("isolation.limits")
 local hostpaths = require("isolation.hostpaths")
-local setid = require("isolation.setid")
+local endcheck = require("isolation.endcheck")
 local routes = require("isolation.routes")
 local tools = require("isolation.tools")
 
@@ -733,23 +733,18 @@ function Manager:_teardown(s, reason)
   self:_remove_socket(s.proxy_socket)
   remove_filter(s.seccomp_file)
   local moved
-  if s._protect_watch then
-    local failed, lines, cut
-    moved, failed, lines, cut = protect.check(s._protect_watch)
-    s._protect_watch = nil
-    for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
-    s.protect_moved, s.protect_failed = moved, failed
+  if s._end_watch then
+    -- the checks isolate runs too (isolation.endcheck)
+    local r = endcheck.check(s._end_watch)
+    s._end_watch = nil
+    for _, l in ipairs(r.lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
+    moved = r.moved
+    s.protect_moved, s.protect_failed = r.moved, r.failed
+    s.setid_cleared, s.setid_failed = r.setid_cleared, r.setid_failed
     -- a walk cut short is a failure: on_end gets why (s.end_check_error
     -- and its fourth argument)
-    s.end_check_error = cut
+    s.end_check_error = r.cut
   end
-  if s._setid_watch then
-    local cleared, failed, lines = setid.check(s._setid_watch)
-    s._setid_watch = nil
-    for _, l in ipairs(lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
-    s.setid_cleared, s.setid_failed = cleared, failed
-  end
-  if s.limits_via == "cgroup" then pcall(limits.cleanup) end -- one a killed line left
   if self._on_end then
     -- on_end's text is escaped like the log's: the reason, and for each
     -- moved entry the line that reports it (`line`); path and moved_to
@@ -951,15 +946,14 @@ function Manager:launch(req)
   -- Protected paths: what only the file system knows is added here, and
   -- only where the line runs on this machine (an ssh target's files are
   -- not ours to look at: the binds still hold there, the end check not).
-  local watch, setid_watch
+  local watch
   if is_local(target) and (cfg.mode ~= "") then
     local warnings
     warnings, err = protect.prepare(spec, os.getenv("HOME"))
     if not warnings then return nil, err end
     for _, w in ipairs(warnings) do self:_log("isolation: session " .. show(id) .. ": " .. w) end
-    watch, err = protect.watch(spec)
+    watch, err = endcheck.watch(spec, os.getenv("HOME"))
     if not watch then return nil, err end
-    setid_watch = setid.watch(spec, os.getenv("HOME"))
   elseif (cfg.mode == "docker" or cfg.mode == "podman") and spec.protect == nil then
     -- docker would create each missing protected path on the target as a
     -- root-owned directory (.git/commondir as a directory breaks git), and
@@ -995,7 +989,7 @@ function Manager:launch(req)
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
     isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
     remote_socket = remote_socket,
-    _protect_watch = watch, _setid_watch = setid_watch,
+    _end_watch = watch,
     limits_via = spec.limits_via, limits_how = limits_how,
   }
   if uses_proxy then
@@ -1039,12 +1033,9 @@ function Manager:launch(req)
     remove_filter(s.seccomp_file)
     self._starting[id] = nil
     if watch then -- a launcher may fail after it started something
-      local _, _, lines = protect.check(watch)
-      for _, l in ipairs(lines) do self:_log("isolation: session " .. show(id) .. ": " .. l) end
-    end
-    if setid_watch then
-      local _, _, lines = setid.check(setid_watch)
-      for _, l in ipairs(lines) do self:_log("isolation: session " .. show(id) .. ": " .. l) end
+      for _, l in ipairs(endcheck.check(watch).lines) do
+        self:_log("isolation: session " .. show(id) .. ": " .. l)
+      end
     end
     if ended == "closed" then return nil, "isolation: this session manager was closed during the launch" end
     if ended then return nil, "isolation: session " .. show(id) .. " was " .. ended .. " during launch" end

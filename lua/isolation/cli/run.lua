@@ -5,8 +5,7 @@
 -- (protected paths, set-id files) and the summary. Returns the status.
 local uv = require("luv")
 local isolation = require("isolation")
-local protect = require("isolation.protect")
-local setid = require("isolation.setid")
+local endcheck = require("isolation.endcheck")
 local common = require("isolation.cli.common")
 local proxyopts = require("isolation.cli.proxyopts")
 local signals_mod = require("isolation.cli.signals")
@@ -210,16 +209,15 @@ local function run_child(r, spec, line, prologue, stdio, filter_fd)
   return status
 end
 
--- The end: the checks of the protected paths and the set-id files, the
--- cgroup, bwrap's own failure explained, the summary; the status isolate
--- returns (125 when the end check of the workdir was cut short).
-local function finish(o, spec, status, watch, setid_watch, summary)
-  local _, _, plines, cut = protect.check(watch)
-  for _, l in ipairs(plines) do say("isolate: ", l) end
-  local _, _, slines = setid.check(setid_watch)
-  for _, l in ipairs(slines) do say("isolate: ", l) end
-  -- the line removes its cgroup itself; this catches one it could not
-  pcall(require("isolation.limits").cleanup)
+-- The end: the checks the session manager runs too (isolation.endcheck:
+-- protected paths, git directories, the agent's config, set-id files, a
+-- killed line's cgroup), bwrap's own failure explained, the summary; the
+-- status isolate returns (125 when the end check of the workdir was cut
+-- short).
+local function finish(o, spec, status, watch, summary)
+  local r = endcheck.check(watch)
+  for _, l in ipairs(r.lines) do say("isolate: ", l) end
+  local cut = r.cut
   if spec.config.mode == "bwrap" and status == 1 then explain_bwrap_failure(spec.config) end
   summary:print(o.verbose)
   if cut then
@@ -244,18 +242,17 @@ local function run(o, spec, allow)
   local line, werr = isolation.wrap(spec)
   if not line then teardown(r); die_usage(werr) end
   local prologue, stdio, filter_fd = launch_setup(r, o, spec)
-  -- what is missing in a protected place now, to be checked at the end
-  local watch, wperr = protect.watch(spec)
+  -- what is in the protected places and which files are set-id now, to
+  -- be compared at the end
+  local watch, wperr = endcheck.watch(spec, o.home or os.getenv("HOME"))
   if not watch then
     if filter_fd then uv.fs_close(filter_fd) end
     teardown(r); die_usage(wperr)
   end
-  -- set-user-ID and set-group-ID files made in the session: cleared at the end
-  local setid_watch = setid.watch(spec, o.home or os.getenv("HOME"))
   local status = run_child(r, spec, line, prologue, stdio, filter_fd)
   drain(r.proxy)
   teardown(r)
-  return finish(o, spec, status, watch, setid_watch, summary)
+  return finish(o, spec, status, watch, summary)
 end
 
 return run
