@@ -178,7 +178,15 @@ void proxy_tls_up_read(struct conn *c, struct relay_buf *rb, ssize_t n)
             return;
     }
     struct proxy_tls *mine = t;
-    for (;;) {
+    for (bool first = true;; first = false) {
+        /* Once the ciphertext read is used up and no record is buffered,
+         * another SSL_read could only say SSL_ERROR_WANT_READ: skip it
+         * (a kept request's response is one record, and that last call,
+         * with its buffer and error check, cost about 1,000 instructions
+         * a request). */
+        if (!first && BIO_ctrl_pending(t->rbio) == 0 &&
+            !SSL_has_pending(t->ssl))
+            break;
         struct relay_buf *p = relay_buf_get(c->px->loop);
         if (!p) {
             conn_close(c);
