@@ -7,6 +7,10 @@
 #             TLS connection and adds the secret (proxy option routes)
 #   connect   through a CONNECT tunnel of the same proxy, TLS end to end
 #             (the path a route replaces)
+#   floor     through a CONNECT tunnel of bench/floor-relay.c, TLS end to
+#             end: the cheapest relay, no checks at all (c=1 kept only).
+#             What one more process on the path costs here, whatever it
+#             does: a route cannot be faster than direct plus this hop
 # by one client (bench/route-load.c, OpenSSL, verifying as the proxy does).
 #   c=1 kept   one client, keep-alive (K requests a connection): p50 of a
 #              request; the issue's goal: route within 1.2x of direct
@@ -20,7 +24,8 @@
 # Rounds interleave the three modes (REPS, medians).
 #
 # usage: bench/route.sh [--out FILE]    (QUICK=1: shorter runs; RATE_T,
-#        KEEP, REPS, ROUTE_BENCH_PORT override)
+#        KEEP, REPS, ROUTE_BENCH_PORT override; FLOOR_ROW= leaves the
+#        floor row out)
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -31,9 +36,14 @@ KEEP=${KEEP:-100}
 REPS=${REPS:-$([ -n "$QUICK" ] && echo 1 || echo 3)}
 PROXY_PORT=${ROUTE_BENCH_PORT:-18170}
 UP_PORT=$((PROXY_PORT + 1))
+FLOOR_PORT=$((PROXY_PORT + 2))
+FLOOR_ROW=${FLOOR_ROW-1}
 LOAD=$REPO/build/route-load
 
 [ -x "$LOAD" ] || { echo "route.sh: build first (make build/route-load)" >&2; exit 2; }
+if [ -n "$FLOOR_ROW" ] && [ ! -x "$REPO/build/floor-relay" ]; then
+    echo "route.sh: build first (make build/floor-relay), or FLOOR_ROW= to leave the floor out" >&2; exit 2
+fi
 if ! command -v nginx >/dev/null || ! command -v openssl >/dev/null; then
     echo "route.sh: needs nginx and openssl" >&2; exit 2
 fi
@@ -41,7 +51,7 @@ if [ -n "$OUT" ]; then harness_ready || exit 2; fi
 RUN=$BENCH_RUN/route
 rm -rf "$RUN"
 mkdir -p "$RUN/www" "$RUN/tmp"
-for p in $PROXY_PORT $UP_PORT; do
+for p in $PROXY_PORT $UP_PORT ${FLOOR_ROW:+$FLOOR_PORT}; do
     port_free "$p" || { echo "route.sh: port $p busy (ROUTE_BENCH_PORT=...)" >&2; exit 2; }
 done
 ulimit -n "$(ulimit -Hn)"
@@ -97,8 +107,17 @@ PIDS+=("$PROXY_PID")
 wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$PROXY_PORT" 2>/dev/null ||
     { echo "route.sh: proxy did not start" >&2; exit 1; }
 
-load() {   # load MODE ARGS...
-    "$LOAD" --mode "$1" --target "127.0.0.1:$UP_PORT" --proxy "127.0.0.1:$PROXY_PORT" --route up \
+if [ -n "$FLOOR_ROW" ]; then
+    BENCH_ALLOW="127.0.0.1:$UP_PORT" "$REPO/build/floor-relay" "127.0.0.1:$FLOOR_PORT" >"$RUN/floor.log" 2>&1 &
+    PIDS+=("$!")
+    wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$FLOOR_PORT" 2>/dev/null ||
+        { echo "route.sh: floor-relay did not start" >&2; exit 1; }
+fi
+
+load() {   # load MODE ARGS... (floor: a CONNECT through floor-relay)
+    local mode=$1 via=$PROXY_PORT
+    [ "$mode" = floor ] && mode=connect via=$FLOOR_PORT
+    "$LOAD" --mode "$mode" --target "127.0.0.1:$UP_PORT" --proxy "127.0.0.1:$via" --route up \
         --ca "$RUN/ca.pem" "${@:2}"
 }
 
@@ -117,6 +136,11 @@ for rep in $(seq "$REPS"); do
         echo "stream $line" >>"$RUN/raw.txt"
         R[$m,stream,mbps,$rep]=$(kv "$line" mbps)
     done
+    if [ -n "$FLOOR_ROW" ]; then
+        line=$(load floor --path /json rate --conc 1 --time "$RATE_T" --keep "$KEEP")
+        echo "c1k $line (floor-relay)" >>"$RUN/raw.txt"
+        for f in p50_us errors; do R[floor,c1k,$f,$rep]=$(kv "$line" "$f"); done
+    fi
 done
 
 med() {   # med MODE CELL FIELD
@@ -152,6 +176,10 @@ section=$RUN/section.md
             "$(med "$m" c32k p50_us)" "$(cpu "$m" c32k)" \
             "$(med "$m" stream mbps)" "$errs"
     done
+    if [ -n "$FLOOR_ROW" ]; then
+        printf '| floor (CONNECT through floor-relay) | %s | - | - | - | - | - | - | - | - | - | %s |\n' \
+            "$(med floor c1k p50_us)" "$(med floor c1k errors)"
+    fi
     echo
     echo "Ratios: c=1 kept p50 route/direct $(ratio "$(med route c1k p50_us)" "$(med direct c1k p50_us)")" \
         "(goal <= 1.20), route/connect $(ratio "$(med route c1k p50_us)" "$(med connect c1k p50_us)");" \
@@ -161,6 +189,11 @@ section=$RUN/section.md
         "route/direct $(ratio "$(med route c32n rate)" "$(med direct c32n rate)");" \
         "c=32 kept req/s route/connect $(ratio "$(med route c32k rate)" "$(med connect c32k rate)");" \
         "stream route/connect $(ratio "$(med route stream mbps)" "$(med connect stream mbps)")."
+    if [ -n "$FLOOR_ROW" ]; then
+        echo
+        echo "The floor: c=1 kept p50 floor/direct $(ratio "$(med floor c1k p50_us)" "$(med direct c1k p50_us)")" \
+            "(one more process on the path, relaying blind), route/floor $(ratio "$(med route c1k p50_us)" "$(med floor c1k p50_us)")."
+    fi
     echo
     raw_details "raw route-load lines" "$RUN/raw.txt"
 } >"$section"

@@ -150,6 +150,7 @@ describe("proxy routes", function()
       assert.are.equal("allow", e.type)
       assert.are.equal("up.example.com", e.host)
       assert.are.equal(200, e.status)
+      assert.are.equal("route test: upstream answered 200", e.reason)
       for _, v in pairs(e) do assert.is_nil(tostring(v):find(SECRET, 1, true)) end
     end
   end)

@@ -130,6 +130,9 @@ struct proxy_route {
     enum host_kind kind;
     struct host_addr addr; /* for an IP literal */
     int port;
+    /* "Host: HOST[:PORT]\r\n" as its requests carry it, made once */
+    char host_line[HOST_NAME_CAP + 24];
+    size_t host_line_len;
     char *base; /* the upstream URL's path, without a trailing '/' */
     size_t base_len;
     char drop[ROUTE_NAME_CAP]; /* a header the client may not send */

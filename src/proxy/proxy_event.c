@@ -72,8 +72,12 @@ void proxy_event(struct proxy *p, const struct conn *c, const char *type,
     proxy_text_escape(e->reason, sizeof e->reason, reason);
     proxy_text_escape(e->address, sizeof e->address, c->refused_addr);
     e->address_class = c->refused_class;
-    snprintf(e->via, sizeof e->via, "%s",
-             c->via_parent ? p->opts.parent.text : "");
+    /* A bounded copy, as snprintf "%s" made it, without its cost on every
+     * request. */
+    const char *via = c->via_parent ? p->opts.parent.text : "";
+    size_t vn = strnlen(via, sizeof e->via - 1);
+    memcpy(e->via, via, vn);
+    e->via[vn] = '\0';
     /* The log gets every event, also those the queue has no room for. */
     if (p->audit)
         proxy_audit_event(p->audit, e);

@@ -32,6 +32,32 @@ void conn_admit(struct conn *c, uint8_t kind)
     atomic_fetch_add_explicit(&c->px->stats.allowed, 1, memory_order_relaxed);
 }
 
+/* Appends s to out (of cap bytes, NUL-terminated, cut as snprintf cuts):
+ * a forward request's reason is made on every request, and two snprintf
+ * calls were a tenth of a kept route request's instructions. */
+static size_t put_str(char *out, size_t cap, size_t o, const char *s)
+{
+    size_t n = strlen(s);
+    if (o + n >= cap)
+        n = o < cap ? cap - 1 - o : 0;
+    memcpy(out + o, s, n);
+    out[o + n] = '\0';
+    return o + n;
+}
+
+static size_t put_int(char *out, size_t cap, size_t o, int v)
+{
+    char num[16], *e = num + sizeof num, *d = e;
+    unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+    *--d = '\0';
+    do
+        *--d = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--d = '-';
+    return put_str(out, cap, o, d);
+}
+
 /* One event per admitted request, when it ends: the decision with the
  * bytes it moved (see README, choices: a tunnel is logged once, whole). */
 void conn_event_admitted(struct conn *c)
@@ -47,12 +73,17 @@ void conn_event_admitted(struct conn *c)
         proxy_addr_text(&c->addrs[c->addr_i], text, sizeof text);
         snprintf(reason, sizeof reason, "%stunnel to %s", learn, text);
     } else {
-        char via[ROUTE_NAME_CAP + 16] = "";
-        if (c->route)
-            snprintf(via, sizeof via, "route %s: ", c->route->name);
-        snprintf(reason, sizeof reason, "%s%supstream answered %d%s", learn,
-                 via, c->fwd.res_status,
-                 c->fwd.res_done ? "" : " (the response was cut short)");
+        /* "[learn][route NAME: ]upstream answered STATUS[ (cut short)]" */
+        size_t o = put_str(reason, sizeof reason, 0, learn);
+        if (c->route) {
+            o = put_str(reason, sizeof reason, o, "route ");
+            o = put_str(reason, sizeof reason, o, c->route->name);
+            o = put_str(reason, sizeof reason, o, ": ");
+        }
+        o = put_str(reason, sizeof reason, o, "upstream answered ");
+        o = put_int(reason, sizeof reason, o, c->fwd.res_status);
+        put_str(reason, sizeof reason, o,
+                c->fwd.res_done ? "" : " (the response was cut short)");
     }
     conn_event(c, c->reported ? "report" : "allow",
                c->route      ? "route"

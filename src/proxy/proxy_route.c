@@ -115,6 +115,19 @@ static int parse_upstream(struct proxy_route *rt, const char *u, size_t n,
         *why = "has an invalid host";
         return -1;
     }
+    /* Every request of the route sends this line: formatted here, once,
+     * not on each request. */
+    bool v6 = rt->kind == HOST_IPV6;
+    char num[16] = "";
+    if (rt->port != 443)
+        snprintf(num, sizeof num, ":%d", rt->port);
+    int hl = snprintf(rt->host_line, sizeof rt->host_line, "Host: %s%s%s%s\r\n",
+                      v6 ? "[" : "", rt->host, v6 ? "]" : "", num);
+    if (hl < 0 || (size_t)hl >= sizeof rt->host_line) {
+        *why = "has an invalid host";
+        return -1;
+    }
+    rt->host_line_len = (size_t)hl;
     const char *path = u + a;
     size_t pn = n - a;
     for (size_t i = 0; i < pn; i++) {
@@ -527,18 +540,8 @@ size_t route_write_head(const struct proxy_route *rt,
     if (rn == 0 || rest[0] == '?')
         put(&o, "/", 1);
     put(&o, rest, rn);
-    put(&o, " HTTP/1.1\r\nHost: ", 17);
-    bool v6 = rt->kind == HOST_IPV6;
-    if (v6)
-        put(&o, "[", 1);
-    put(&o, rt->host, strlen(rt->host));
-    if (v6)
-        put(&o, "]", 1);
-    if (rt->port != 443) {
-        snprintf(num, sizeof num, ":%d", rt->port);
-        put(&o, num, strlen(num));
-    }
-    put(&o, "\r\n", 2);
+    put(&o, " HTTP/1.1\r\n", 11);
+    put(&o, rt->host_line, rt->host_line_len);
     for (size_t i = 0; i < req->nheaders; i++) {
         if (dropped(rt, &req->headers[i].name))
             continue;
