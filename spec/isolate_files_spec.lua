@@ -171,6 +171,35 @@ describe("isolate's leftovers", function()
     assert.is_false(exists(tmp .. "/" .. live_dir))
   end)
 
+  it("removes a killed run's filter file and directory (network allow), and an empty directory after a minute",
+    function()
+      -- a killed `--network allow` bwrap run leaves its session's filter
+      -- file, named with its (gone) process id, and no socket
+      local gone = tmp .. "/isolate.Gone01"
+      assert(uv.fs_mkdir(gone, 448))
+      local dead_pid = 4194304 + 7 -- above pid_max's ceiling: never a live process
+      helpers.write(gone .. "/proxy." .. dead_pid .. "-0123456789ab.sandbox-seccomp.bpf", "x")
+      -- the same name with a live process's id: a running isolate's
+      local live = tmp .. "/isolate.Live01"
+      assert(uv.fs_mkdir(live, 448))
+      helpers.write(live .. "/proxy." .. uv.os_getpid() .. "-0123456789ab.sandbox-seccomp.bpf", "x")
+      -- empty: a killed run without a proxy or filter (--mode none), or one
+      -- between its mkdtemp and its launch; removed only after a minute
+      local old_empty, new_empty = tmp .. "/isolate.OldEm1", tmp .. "/isolate.NewEm1"
+      assert(uv.fs_mkdir(old_empty, 448))
+      assert(uv.fs_mkdir(new_empty, 448))
+      local t = os.time() - 61
+      for _, d in ipairs({ gone, live, old_empty }) do assert(uv.fs_utime(d, t, t)) end
+      local t2 = os.time() - 5
+      assert(uv.fs_utime(new_empty, t2, t2))
+      local status, _, err = cli.isolate({ "--mode", "none", "--", "true" }, { env = env() })
+      assert.are.equal(0, status, err)
+      assert.is_false(exists(gone))
+      assert.is_false(exists(old_empty))
+      assert.is_true(exists(new_empty))
+      assert.are.equal(1, #cli.ls(live))
+    end)
+
   it("leaves a dead socket younger than two seconds (an isolate between bind and listen)", function()
     local dir = leftover("isolate.Fresh1")
     local status, _, err = cli.isolate({ "--mode", "none", "--", "true" }, { env = env() })

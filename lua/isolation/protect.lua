@@ -146,6 +146,16 @@ function M.prepare(spec, home)
   return warnings
 end
 
+--- A shallow copy of a prepared spec that watch takes for the spec
+--- itself: what was missing at prepare goes with it (a caller that sets
+--- fields of its own, such as the session manager's launch_spec, copies).
+function M.copy_spec(spec)
+  local c = {}
+  for k, v in pairs(spec) do c[k] = v end
+  missing_at_prepare[c] = missing_at_prepare[spec]
+  return c
+end
+
 --- The state of every protected path before the launch (see
 --- isolation.protect_watch), or nil, err; with the workdir and the time,
 --- for the nested repositories the end check looks at (unless protection

@@ -422,6 +422,9 @@ local MANAGER_OPTIONS = {
 -- keeps 3 (its seccomp file); here nothing above 2 is the line's yet.
 local CLOSE_ABOVE_STDIO = 'for fd in /proc/$$/fd/*; do fd=${fd##*/}; '
   .. 'if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi; done; exec "$@"'
+-- The same, run by the shell that then execs the line itself.
+local CLOSE_ABOVE_STDIO_HERE = 'for fd in /proc/$$/fd/*; do fd=${fd##*/}; '
+  .. 'if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi; done; '
 -- Seconds a stopped session's processes get after SIGTERM before the
 -- reaper kills them (as isolate's --time grace).
 local DEFAULT_GRACE = 5
@@ -737,7 +740,7 @@ function Manager:_teardown(s, reason)
     -- the checks isolate runs too (isolation.endcheck)
     local r = endcheck.check(s._end_watch)
     s._end_watch = nil
-    for _, l in ipairs(r.lines) do self:_log("isolation: session " .. show(s.id) .. ": " .. l) end
+    for _, l in ipairs(r.lines) do self:_log((s._prefix or ("isolation: session " .. show(s.id) .. ": ")) .. l) end
     moved = r.moved
     s.protect_moved, s.protect_failed = r.moved, r.failed
     s.setid_cleared, s.setid_failed = r.setid_cleared, r.setid_failed
@@ -978,45 +981,60 @@ function Manager:launch(req)
     if not ok then return nil, err end
   end
 
-  -- The session's own copy of the filter, written now that nothing can
-  -- refuse the launch any more (but the proxy), and removed when it ends.
-  if filter then
-    ok, err = write_filter(spec.seccomp_file, filter)
-    if not ok then return nil, err end
-  end
   local s = {
     seccomp_file = spec.seccomp_file,
     id = id, state = "running", launch_configuration = lc, badge = policy.badge(cfg),
     isolation = policy.effective(cfg), target = target, cmdline = cmdline, started_at = os.time(),
     remote_socket = remote_socket,
-    _end_watch = watch,
     limits_via = spec.limits_via, limits_how = limits_how,
   }
+  local popts
   if uses_proxy then
-    local p
-    -- Thread mode even when the manager polls on luv's loop: an agent's
-    -- egress must not stall while the orchestrator's Lua thread is busy (a
-    -- launcher that blocks, a slow callback), and no Lua error on that
-    -- thread can take the session proxies down with it.
-    -- the starter's two listeners (HTTP and SOCKS5), handed over before
-    -- the agent runs
-    p, err = call(isolation.proxy, { allow = allow, unix = path, audit_log = self._audit_log,
+    popts = { allow = allow, audit_log = self._audit_log,
       accept_listeners = spec.bridge == "pass" and 2 or nil,
       session = self._audit_log and id, max_connections = req.max_connections or self._max_connections,
       routes = proxy_routes, upstream_ca_file = proxy_routes and req.upstream_ca_file or nil,
-      upstream_proxy = self._upstream_proxy, route_port = proxy_routes and spec.proxy_port or nil })
+      upstream_proxy = self._upstream_proxy, route_port = proxy_routes and spec.proxy_port or nil }
+  end
+  return self:_start(s, { filter = filter, watch = watch, old = old, proxy = popts, socket = path })
+end
+
+-- The part of a launch that every caller shares (launch, and launch_spec
+-- for isolate): the session's own copy of the filter, the proxy, the
+-- launcher, and on any failure the teardown of what was made. `s` is the
+-- session to be; `o.proxy` the proxy's options (nil: no proxy; `unix` is
+-- set here), `o.watch` the end check's watch, `o.filter` the FILTERS entry
+-- to write to s.seccomp_file. Returns s, or nil, err with nothing left.
+function Manager:_start(s, o)
+  local id = s.id
+  s._prefix = s._prefix or ("isolation: session " .. show(id) .. ": ")
+  s._end_watch = o.watch
+  -- The session's own copy of the filter, written now that nothing can
+  -- refuse the launch any more (but the proxy), and removed when it ends.
+  if o.filter then
+    local ok, err = write_filter(s.seccomp_file, o.filter)
+    if not ok then return nil, err end
+  end
+  if o.proxy then
+    -- Thread mode (unless the caller's options give a loop) even when the
+    -- manager polls on luv's loop: an agent's egress must not stall while
+    -- the orchestrator's Lua thread is busy (a launcher that blocks, a slow
+    -- callback), and no Lua error on that thread can take the session
+    -- proxies down with it.
+    o.proxy.unix = o.socket
+    local p, err = call(isolation.proxy, o.proxy)
     if not p then
       remove_filter(s.seccomp_file)
-      return nil, err
+      return nil, err, "proxy"
     end
-    s.proxy, s.proxy_socket = p, path
+    s.proxy, s.proxy_socket = p, o.socket
   end
 
   -- While the launcher runs, the session is "starting": a kill, archive
   -- or close meanwhile (from the launcher itself, or from a callback it
   -- runs) is recorded in s._end_requested and wins once it returns.
   self._starting[id] = s
-  local lok, handle, lerr = pcall(self._launcher, cmdline, s)
+  local lok, handle, lerr = pcall(o.launcher or self._launcher, s.cmdline, s)
   local ended = s._end_requested or (self._closed and "closed") or nil
   if ended or not lok or not handle then
     if ended and lok and handle then
@@ -1032,10 +1050,8 @@ function Manager:launch(req)
     self:_remove_socket(s.proxy_socket)
     remove_filter(s.seccomp_file)
     self._starting[id] = nil
-    if watch then -- a launcher may fail after it started something
-      for _, l in ipairs(endcheck.check(watch).lines) do
-        self:_log("isolation: session " .. show(id) .. ": " .. l)
-      end
+    if o.watch then -- a launcher may fail after it started something
+      for _, l in ipairs(endcheck.check(o.watch).lines) do self:_log(s._prefix .. l) end
     end
     if ended == "closed" then return nil, "isolation: this session manager was closed during the launch" end
     if ended then return nil, "isolation: session " .. show(id) .. " was " .. ended .. " during launch" end
@@ -1044,9 +1060,76 @@ function Manager:launch(req)
   end
   self._starting[id] = nil
   s.handle = handle
-  if not old then self._order[#self._order + 1] = id end
+  if not o.old then self._order[#self._order + 1] = id end
   self._sessions[id] = s
   return s
+end
+
+--- Launches a launch spec that its caller built and checked itself
+--- (isolate does) as a session of this manager: the same lifecycle as
+--- launch (the session's proxy and filter file, the checks of the host's
+--- own paths, the end when the processes are gone, the end checks, on_end)
+--- without the policy's resolution. Needs the default launcher. `opts`:
+--- proxy (the proxy's options but `unix`; nil: no proxy), seccomp
+--- ("sandbox" or "tty", bwrap lines), home (whose agent config the end
+--- check watches), prefix (shell text run before the line), log_prefix
+--- (what the manager's lines about this session start with), stdio (the
+--- child's standard streams). Returns the session, or nil, err and, when
+--- the proxy refused its options, "proxy" as a third value.
+function Manager:launch_spec(id, spec, opts)
+  opts = opts or {}
+  if type(spec) ~= "table" or type(spec.config) ~= "table" or type(opts) ~= "table" then
+    error("bad argument to 'launch_spec' (a launch spec and an options table expected)", 2)
+  end
+  if not self._default then
+    return nil, "isolation: launch_spec needs the default launcher (a manager made without launcher)"
+  end
+  if self._closed then return nil, "isolation: this session manager is closed" end
+  if type(id) ~= "string" or id == "" or id:find("\0", 1, true) then
+    return nil, "isolation: id must be a non-empty string without a NUL byte (got " .. show(id) .. ")"
+  end
+  local old = self._sessions[id]
+  if (old and old.state == "running") or self._starting[id] then
+    return nil, "isolation: session " .. show(id) .. " is already running"
+  end
+  spec = protect.copy_spec(spec) -- the caller's stays as it was
+  local mode = spec.config.mode
+  local path
+  if opts.proxy then
+    path = socket_path(self.runtime_dir, id)
+    spec.proxy_socket = path
+  end
+  local filter
+  if mode == "bwrap" then
+    -- the session's own file, opened by the line (never a file another
+    -- launch names, nor one a sandbox can reach: runtime_dir is checked
+    -- against the places below)
+    filter = FILTERS[opts.seccomp or "sandbox"]
+    if not filter then
+      return nil, "isolation: seccomp must be \"sandbox\" or \"tty\" (got " .. show(opts.seccomp) .. ")"
+    end
+    spec.seccomp_fd = nil
+    spec.seccomp_file = session_filter_path(self.runtime_dir, id, filter)
+  end
+  local cmdline, err = call(isolation.wrap, spec)
+  if not cmdline then return nil, err end
+  local ok
+  if mode ~= "" then
+    ok, err = check_local_paths(spec)
+    if not ok then return nil, err end
+    ok, err = self:_check_host_paths(spec)
+    if not ok then return nil, err end
+  end
+  local watch
+  watch, err = endcheck.watch(spec, opts.home)
+  if not watch then return nil, err end
+  local s = {
+    seccomp_file = spec.seccomp_file, id = id, state = "running", isolation = policy.effective(spec.config),
+    target = "local", cmdline = cmdline, started_at = os.time(), limits_via = spec.limits_via,
+    _prefix = opts.log_prefix, _sh_prefix = opts.prefix, _stdio = opts.stdio,
+  }
+  return self:_start(s, { filter = filter, watch = watch, old = old, proxy = opts.proxy, socket = path,
+    launcher = function(line, sess) return self:_spawn_direct(line, sess) end })
 end
 
 local function unknown(id)
@@ -1076,17 +1159,59 @@ function Manager:_spawn(cmdline, s)
   -- grace unused. A handler (not an ignore: that would be inherited) makes
   -- it wait for the line and exit with the line's status.
   for _, w in ipairs({ "bash", "-c", "trap : TERM HUP INT QUIT\n" .. cmdline }) do args[#args + 1] = w end
+  return self:_spawn_bash(args, s)
+end
+
+-- bash with these arguments as the session's child; its exit records how
+-- the line ended (s.exit_status, s.exit_signal) and ends the session.
+function Manager:_spawn_bash(args, s)
   local handle = {}
-  local proc, pid = self._loop.spawn("bash", { args = args, stdio = self._stdio }, function(code, signal)
+  local proc, pid = self._loop.spawn("bash", { args = args, stdio = s._stdio or self._stdio }, function(code, signal)
     handle.exited = true
     s.exit_status, s.exit_signal = code, signal ~= 0 and signal or nil
     if handle.process and not handle.process:is_closing() then handle.process:close() end
-    if s.state == "running" then self:_teardown(s, s._ending or "exited") end
+    self:_after_exit(s)
   end)
   if not proc then return nil, "cannot start bash: " .. tostring(pid) end
   handle.process, handle.pid = proc, pid
   return handle
 end
+
+-- launch_spec's launcher: one shell closes every inherited descriptor
+-- above 2, runs the caller's prefix and execs the line. A local sandbox
+-- line begins with a reaper of its own (bridge/reap.c), which is then the
+-- session's child: a subreaper for everything the line starts, exiting
+-- only once all of it is gone, as the default launcher's; without a
+-- second one in front, the launch costs what the line alone costs.
+function Manager:_spawn_direct(cmdline, s)
+  return self:_spawn_bash({ "-c", CLOSE_ABOVE_STDIO_HERE .. (s._sh_prefix or "") .. "exec " .. cmdline }, s)
+end
+
+-- The line has ended, and with it every connection of its sandbox; the
+-- proxy sees them close a moment later. An event is given when its
+-- request ends, so the teardown waits (at most DRAIN_MS) until the proxy
+-- has no connection left: the last requests reach on_event, the audit log
+-- and isolate's summary before the proxy closes.
+local DRAIN_MS = 1000
+function Manager:_after_exit(s)
+  if s.state ~= "running" then return end
+  local p = s.proxy
+  local function busy()
+    local ok, st = pcall(p.stats, p)
+    return ok and type(st) == "table" and (st.active or 0) > 0
+  end
+  if not (p and busy()) then return self:_teardown(s, s._ending or "exited") end
+  local loop = self._loop
+  local deadline = loop.now() + DRAIN_MS
+  local timer = loop.new_timer()
+  timer:start(10, 10, function()
+    if s.state == "running" and s.proxy == p and busy() and loop.now() < deadline then return end
+    timer:stop()
+    timer:close()
+    if s.state == "running" then self:_teardown(s, s._ending or "exited") end
+  end)
+end
+
 
 -- Whether the manager's loop is idle (not inside uv.run()): only then may
 -- the manager run it itself to wait for its children.

@@ -30,7 +30,7 @@ function M.options(o, spec, allow, at)
     upstream_proxy = o.upstream_proxy,
     -- the sandbox's name for the proxy: only http://127.0.0.1:<it>/<route>/ is a route
     route_port = o.routes and spec.proxy_port or nil }
-  if at.unix and o.log then
+  if not at.listen and o.log then
     opts.audit_log = absolute(o.log, assert(uv.cwd()))
     opts.session = session_id()
   end

@@ -1,31 +1,17 @@
--- isolation.cli.run: the run mode, once prepare has checked the spec: the
--- proxy in a private directory (with the summary's counters on its
--- events), bwrap's seccomp program on a pipe, the line under bash, the
--- signals forwarded, then the drain, the teardown, the end checks
--- (protected paths, set-id files) and the summary. Returns the status.
+-- isolation.cli.run: the run mode, once prepare has checked the spec: a
+-- session of a session manager of isolate's own (the proxy with the
+-- summary's counters on its events, the session's filter file, the
+-- reaper, the drain, the teardown and the end checks are the manager's),
+-- the terminal's signals forwarded, then the summary. Returns the status.
 local uv = require("luv")
-local isolation = require("isolation")
-local endcheck = require("isolation.endcheck")
+local session = require("isolation.session")
 local common = require("isolation.cli.common")
 local proxyopts = require("isolation.cli.proxyopts")
 local signals_mod = require("isolation.cli.signals")
 local summarymod = require("isolation.cli.summary")
 
-local say, die, die_usage = common.say, common.die, common.die_usage
+local say, die = common.say, common.die
 local EXIT_FAILURE = common.EXIT_FAILURE
-
-local function seccomp_pipe(kind)
-  local prog = kind == "tty" and isolation.tty_seccomp_filter() or isolation.sandbox_seccomp_filter()
-  local fds, err = uv.pipe({ nonblock = false }, { nonblock = false })
-  if not fds then return nil, "cannot make a pipe: " .. tostring(err) end
-  local n, werr = uv.fs_write(fds.write, prog)
-  uv.fs_close(fds.write)
-  if n ~= #prog then
-    uv.fs_close(fds.read)
-    return nil, "cannot write to the pipe: " .. tostring(werr or n)
-  end
-  return fds.read
-end
 
 -- bwrap exits 1 when it cannot set the sandbox up, with a line of its own
 -- ("setting up uid map: Permission denied") that tells a user little. After
@@ -44,24 +30,40 @@ local function explain_bwrap_failure(cfg)
   say("isolate: `isolate doctor` checks the rest")
 end
 
--- An isolate killed with SIGKILL leaves its proxy directory behind, with a
--- socket nobody listens on. The next start removes such leftovers of this
--- user, by the rule session.recover follows: only a directory named like
--- ours (isolate.XXXXXX), this user's, 0700, holding nothing but a socket
--- proxy.sock on which a connect is refused; never another user's, never a
--- directory with anything else in it. A socket younger than two seconds is
--- left (another isolate may be between its bind and its listen).
+-- An isolate killed with SIGKILL leaves its directory behind: its
+-- session manager's runtime_dir, with a socket nobody listens on and its
+-- session's filter file. The next start removes such leftovers of this
+-- user: in a directory named like ours (isolate.XXXXXX), this user's,
+-- 0700, two seconds old or more (a socket younger may be between its bind
+-- and its listen), session.recover removes the dead sockets and the filter
+-- files of processes that are gone, and keeps a live isolate's; the
+-- directory is then removed when that left it empty, or when it has been
+-- empty for a minute (a killed run without a proxy or a filter leaves
+-- nothing else; a live one's needs its directory no more once started).
+-- Never another user's, never a directory with anything else in it.
 local LEFTOVER_MIN_AGE = 2
+local EMPTY_LEFTOVER_AGE = 60
+local SHARED_FILTERS = { "sandbox-seccomp.bpf", "tty-seccomp.bpf" }
 
-local function sole_entry(dir)
-  local scan = uv.fs_scandir(dir)
-  local first = scan and uv.fs_scandir_next(scan)
-  if not first or uv.fs_scandir_next(scan) then return nil end
-  return first
+-- What isolate's manager puts in its directory: the socket, the
+-- session's filter file (the process's id in its name).
+local SESSION_FILTER_NAME = "^proxy%.%d+%-%x+%.%a+%-seccomp%.bpf$"
+
+-- How many entries dir holds, or nil when one is not isolate's kind.
+local function isolate_entries(dir)
+  local n, scan = 0, uv.fs_scandir(dir)
+  while scan do
+    local name, kind = uv.fs_scandir_next(scan)
+    if not name then break end
+    local ours = (name == "proxy.sock" and kind == "socket")
+      or (kind == "file" and name:find(SESSION_FILTER_NAME))
+    if not ours then return nil end
+    n = n + 1
+  end
+  return n
 end
 
 local function remove_leftovers(base)
-  local session = require("isolation.session")
   local uid, now = uv.getuid(), os.time()
   local scan = uv.fs_scandir(base)
   while scan do
@@ -69,12 +71,12 @@ local function remove_leftovers(base)
     if not name then break end
     local dir = base .. "/" .. name
     local st = name:match("^isolate%.%w%w%w%w%w%w$") and uv.fs_lstat(dir)
+    local age = st and now - st.mtime.sec
     if st and st.type == "directory" and st.uid == uid and math.tointeger(st.mode) & 4095 == 448
-      and sole_entry(dir) == "proxy.sock" then
-      local sock = dir .. "/proxy.sock"
-      local sst = uv.fs_lstat(sock)
-      if sst and sst.type == "socket" and sst.uid == uid and now - sst.ctime.sec >= LEFTOVER_MIN_AGE
-        and session._remove_dead_socket(sock) then
+      and age >= LEFTOVER_MIN_AGE then
+      local before = isolate_entries(dir)
+      if before and before > 0 then session.recover(dir) end
+      if before and isolate_entries(dir) == 0 and (before > 0 or age >= EMPTY_LEFTOVER_AGE) then
         uv.fs_rmdir(dir) -- fails, and keeps it, if anything appeared there meanwhile
       end
     end
@@ -82,142 +84,105 @@ local function remove_leftovers(base)
 end
 
 
--- The command has ended, and with it every connection of the sandbox; the
--- proxy sees them close a moment later. An event is given when its request
--- ends, so the loop runs until the proxy has no connection left (at most a
--- second): the last tunnels reach on_event and the log before the close.
-local DRAIN_MS = 1000
-local function drain(proxy)
-  if not proxy then return end
-  local deadline = uv.now() + DRAIN_MS
-  local tick = uv.new_timer()
-  tick:start(10, 10, function() end)
-  while proxy:stats().active > 0 and uv.now() < deadline do uv.run("once") end
-  tick:close()
-  uv.run("nowait")
+-- The directory of a run: its session manager's runtime_dir (0700, in
+-- o.tmp_base, outside every place the sandbox can write: prepare chose
+-- it), which holds the proxy's socket and the seccomp filter files.
+local function make_dir(o)
+  local dir, err = uv.fs_mkdtemp(o.tmp_base .. "/isolate.XXXXXX")
+  if not dir then die("cannot make a private directory for the proxy socket: " .. tostring(err)) end
+  uv.fs_chmod(dir, tonumber("700", 8))
+  return dir
 end
 
--- The proxy's directory, socket and proxy of a run, removed by teardown.
-local function teardown(r)
-  if r.proxy then r.proxy:close(); r.proxy = nil end
+-- The manager's shared filter files: isolate's sessions each load a
+-- copy of their own, and a file without a process's id in its name would
+-- keep a killed run's directory from being known for a leftover.
+local function remove_shared_filters(dir)
+  for _, n in ipairs(SHARED_FILTERS) do
+    local st = uv.fs_lstat(dir .. "/" .. n)
+    if st and st.type == "file" then uv.fs_unlink(dir .. "/" .. n) end
+  end
+end
+
+-- The manager closed, and its directory removed.
+local function remove_dir(r)
+  if r.mgr then r.mgr:close(); r.mgr = nil end
   if r.dir then
-    if r.socket then os.remove(r.socket) end
+    remove_shared_filters(r.dir)
     uv.fs_rmdir(r.dir)
     r.dir = nil
   end
 end
 
--- The proxy in a private directory (0700) of o.tmp_base; its socket goes
--- into the spec, its events to the summary (and stderr with --verbose).
-local function start_proxy(r, o, spec, allow, summary)
-  local err
-  r.dir, err = uv.fs_mkdtemp(o.tmp_base .. "/isolate.XXXXXX")
-  if not r.dir then die("cannot make a private directory for the proxy socket: " .. tostring(err)) end
-  uv.fs_chmod(r.dir, tonumber("700", 8))
-  r.socket = r.dir .. "/proxy.sock"
-  spec.proxy_socket = r.socket
+-- The proxy's options: its events go to the summary (and stderr with
+-- --verbose); it runs on isolate's loop.
+local function proxy_options(o, spec, allow, summary)
   local stderr = io.stderr
   local on_event = function(ev)
     if o.verbose then stderr:write("isolate: proxy: ", common.event_line(ev), "\n") end
     summary:record(ev)
   end
-  r.proxy, err = isolation.proxy(proxyopts.options(o, spec, allow, { unix = r.socket, loop = uv,
-    on_event = on_event }))
-  o.routes = nil -- the values now live in the proxy alone
-  if not r.proxy then
-    teardown(r)
-    proxyopts.failed(err)
-  end
-  if o.learn then
-    say("isolate: learn mode: the proxy admits every host that is not on the allowlist (the address"
-      .. " rule, strict parsing and the TLS name check still apply): the command's network is not contained")
-  end
-  if o.verbose then
-    say(string.format("isolate: proxy on %s admits %d patterns: %s", r.proxy:address(), #allow,
-      table.concat(allow, " ")))
-  end
+  return proxyopts.options(o, spec, allow, { loop = uv, on_event = on_event })
 end
 
--- What bash runs before the line, and the child's descriptors: under bwrap
--- the seccomp program on descriptor 3 (filter_fd, isolate's copy, closed
--- once the child has its own) and every other inherited descriptor closed.
-local function launch_setup(r, o, spec)
-  local prologue = ""
-  local stdio = { 0, 1, 2 }
-  local filter_fd
-  if spec.config.mode == "bwrap" then
-    local ferr
-    filter_fd, ferr = seccomp_pipe(o.seccomp)
-    if not filter_fd then teardown(r); die("cannot pass the seccomp filter to bwrap: " .. ferr) end
-    stdio[4] = filter_fd -- the child's descriptor 3: spec.seccomp_fd
-    -- bwrap passes every open descriptor on into the sandbox: one that
-    -- isolate inherited from its own parent without close-on-exec (a socket
-    -- of the orchestrator, a docker connection) would be a way out. Only
-    -- the terminal's 0, 1 and 2 go in, and 3, the seccomp program, which
-    -- bwrap reads to the end and closes before it starts the command.
-    prologue = "for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ \"$fd\" -gt 3 ]; then eval \"exec $fd>&-\"; fi; done; "
-      .. "trap '' INT QUIT HUP; "
-  end
-  if o.home then prologue = "HOME=" .. common.shquote(o.home) .. "; export HOME; " .. prologue end
-  return prologue, stdio, filter_fd
+-- What the launcher's shell runs before the line: the home from the
+-- password database when HOME was not usable, and under bwrap the
+-- terminal's INT, QUIT and HUP ignored: a Ctrl-C or a hang-up must not
+-- kill bwrap (and through --die-with-parent the command) before the
+-- command handles it; the command gets them back (prepare's command text).
+local function shell_prefix(o, spec)
+  local prefix = ""
+  if o.home then prefix = "HOME=" .. common.shquote(o.home) .. "; export HOME; " end
+  if spec.config.mode == "bwrap" then prefix = prefix .. "trap '' INT QUIT HUP; " end
+  return prefix
 end
 
--- Runs the line under bash until it exits, forwarding SIGINT, SIGQUIT,
--- SIGTERM and SIGHUP to the command; returns its status (128+n after
--- signal n), nil if the loop ended without one.
-local function run_child(r, spec, line, prologue, stdio, filter_fd)
-  local status
-  local signals = {}
-  local child, perr
+-- Forwards SIGINT, SIGQUIT, SIGTERM and SIGHUP to the session's child (the
+-- line's reaper, which passes them on to the command); returns a function
+-- that stops forwarding.
+local function forward_signals(s, spec)
+  local handles = {}
   local grace_timer
-  child, perr = uv.spawn("bash", { args = { "-c", prologue .. "exec " .. line }, stdio = stdio },
-    function(code, signal)
-      status = (signal and signal ~= 0) and (128 + signal) or code
-      if child and not child:is_closing() then child:close() end
-      for _, s in ipairs(signals) do if not s:is_closing() then s:close() end end
-      if grace_timer and not grace_timer:is_closing() then grace_timer:close() end
-      uv.stop()
-    end)
-  -- the child has its copy (or there is no child): isolate's goes
-  if filter_fd then uv.fs_close(filter_fd) end
-  if not child then teardown(r); die("cannot start bash: " .. tostring(perr)) end
+  local function child_pid()
+    local h = s.handle
+    if h and not h.exited then return h.pid end
+  end
   for _, name in ipairs({ "sigint", "sigquit", "sigterm", "sighup" }) do
-    local s = uv.new_signal()
-    s:start(name, function(signame)
+    local sig = uv.new_signal()
+    sig:start(name, function(signame)
       signame = signame or name
       -- Ctrl-C and Ctrl-\ at the terminal already reached the whole
       -- foreground group, the sandbox included (bwrap keeps the group): a
       -- second copy would be a double interrupt, which some agents take
       -- for "quit".
       if signals_mod.KEYBOARD[signame] and signals_mod.in_terminal_foreground() then return end
-      if child and not child:is_closing() then
-        signals_mod.forward(child:get_pid(), signame)
-        -- under docker and podman the reaper got the signal and has its own
-        -- grace; under bwrap the sandbox's processes got it: END_GRACE
-        -- seconds after the first, the sandbox ends whatever they do
-        if spec.config.mode == "bwrap" and spec.reap ~= false and not grace_timer then
-          grace_timer = uv.new_timer()
-          grace_timer:start(signals_mod.END_GRACE * 1000, 0, function()
-            if child and not child:is_closing() then signals_mod.end_bwrap(child:get_pid()) end
-          end)
-        end
+      local pid = child_pid()
+      if not pid then return end
+      signals_mod.forward(pid, signame)
+      -- under docker and podman the reaper got the signal and has its own
+      -- grace; under bwrap the sandbox's processes got it: END_GRACE
+      -- seconds after the first, the sandbox ends whatever they do
+      if spec.config.mode == "bwrap" and spec.reap ~= false and not grace_timer then
+        grace_timer = uv.new_timer()
+        grace_timer:start(signals_mod.END_GRACE * 1000, 0, function()
+          local p = child_pid()
+          if p then signals_mod.end_bwrap(p) end
+        end)
       end
     end)
-    signals[#signals + 1] = s
+    handles[#handles + 1] = sig
   end
-  common.run_loop()
-  return status
+  return function()
+    for _, h in ipairs(handles) do if not h:is_closing() then h:close() end end
+    if grace_timer and not grace_timer:is_closing() then grace_timer:close() end
+  end
 end
 
--- The end: the checks the session manager runs too (isolation.endcheck:
--- protected paths, git directories, the agent's config, set-id files, a
--- killed line's cgroup), bwrap's own failure explained, the summary; the
--- status isolate returns (125 when the end check of the workdir was cut
--- short).
-local function finish(o, spec, status, watch, summary)
-  local r = endcheck.check(watch)
-  for _, l in ipairs(r.lines) do say("isolate: ", l) end
-  local cut = r.cut
+-- The end, once the session manager has ended the session (its
+-- processes gone, its proxy drained and closed, the end checks said):
+-- bwrap's own failure explained, the summary; the status isolate returns
+-- (125 when the end check of the workdir was cut short).
+local function finish(o, spec, status, cut, summary)
   if spec.config.mode == "bwrap" and status == 1 then explain_bwrap_failure(spec.config) end
   summary:print(o.verbose)
   if cut then
@@ -231,28 +196,55 @@ local function finish(o, spec, status, watch, summary)
 end
 
 --- Runs the checked spec (prepare's) of parsed options `o`, behind a proxy
---- admitting `allow` when it is given; returns isolate's exit status.
+--- admitting `allow` when it is given; returns isolate's exit status. The
+--- run is a session of a session manager of its own (isolation.session's
+--- launch_spec): the proxy, the filter file, the checks of the host's own
+--- paths, the reaper that ends the sandbox's processes, the drain and the
+--- end checks are the manager's, the same code an orchestrator's sessions
+--- run through; isolate adds the terminal's signals and the summary.
 local function run(o, spec, allow)
   -- Never a reason not to run: a failure here only leaves the leftovers.
   pcall(remove_leftovers, o.tmp_base)
   if spec.limits_via == "cgroup" then pcall(require("isolation.limits").cleanup) end
-  local r = {}
   local summary = summarymod.new(o.learn, o.allow_private)
-  if allow then start_proxy(r, o, spec, allow, summary) end
-  local line, werr = isolation.wrap(spec)
-  if not line then teardown(r); die_usage(werr) end
-  local prologue, stdio, filter_fd = launch_setup(r, o, spec)
-  -- what is in the protected places and which files are set-id now, to
-  -- be compared at the end
-  local watch, wperr = endcheck.watch(spec, o.home or os.getenv("HOME"))
-  if not watch then
-    if filter_fd then uv.fs_close(filter_fd) end
-    teardown(r); die_usage(wperr)
+  local r = { dir = make_dir(o) }
+  local stop_forwarding
+  local err, what
+  r.mgr, err = session.manager({ runtime_dir = r.dir, stdio = { 0, 1, 2 },
+    log = function(line) io.stderr:write(line, "\n") end,
+    on_end = function()
+      if stop_forwarding then stop_forwarding() end
+      uv.stop()
+    end })
+  if not r.mgr then remove_dir(r); die(err) end
+  remove_shared_filters(r.dir)
+  local s
+  s, err, what = r.mgr:launch_spec("proxy", spec, {
+    proxy = allow and proxy_options(o, spec, allow, summary), seccomp = o.seccomp,
+    home = o.home or os.getenv("HOME"), prefix = shell_prefix(o, spec), log_prefix = "isolate: " })
+  o.routes = nil -- the values now live in the proxy alone
+  if not s then
+    remove_dir(r)
+    if what == "proxy" then proxyopts.failed(err) end
+    die((tostring(err):gsub("^isolation: ", "")))
   end
-  local status = run_child(r, spec, line, prologue, stdio, filter_fd)
-  drain(r.proxy)
-  teardown(r)
-  return finish(o, spec, status, watch, summary)
+  if allow and o.learn then
+    say("isolate: learn mode: the proxy admits every host that is not on the allowlist (the address"
+      .. " rule, strict parsing and the TLS name check still apply): the command's network is not contained")
+  end
+  if allow and o.verbose then
+    say(string.format("isolate: proxy on %s admits %d patterns: %s", s.proxy:address(), #allow,
+      table.concat(allow, " ")))
+  end
+  if s.state == "running" then
+    stop_forwarding = forward_signals(s, spec)
+    common.run_loop()
+  end
+  uv.run("nowait") -- the closes the end started
+  local status = s.exit_signal and (128 + s.exit_signal) or s.exit_status
+  local cut = s.end_check_error
+  remove_dir(r)
+  return finish(o, spec, status, cut, summary)
 end
 
 return run
