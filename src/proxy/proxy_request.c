@@ -274,6 +274,7 @@ static void route_request(struct conn *c, const struct http_request *req,
         return;
     if (c->up.connected && !c->up.closing && c->up.reusable && c->up.tls &&
         c->up.route == rt) {
+        c->up.reused = true;
         forward_send(c);
         return;
     }
@@ -299,6 +300,7 @@ void conn_forward_done(struct conn *c)
         return;
     if (c->ev_pending && c->admitted)
         conn_event_admitted(c);
+    route_replay_drop(c);
     c->route = NULL;
     c->routed = false;
     c->via_parent = false;

@@ -218,19 +218,32 @@ void proxy_tls_up_read(struct conn *c, struct relay_buf *rb, ssize_t n)
         conn_close(c);
 }
 
-int proxy_tls_send(struct conn *c, struct relay_buf *rb, size_t off, size_t len)
+/* Encrypts len bytes (SSL_write copies them into its record) and sends
+ * the record. */
+static int tls_write(struct conn *c, const char *p, size_t len)
 {
     struct proxy_tls *t = c->up.tls;
     c->req_bytes[DIR_UP] += len;
     err_reset();
-    int r = SSL_write(t->ssl, rb->data + off, (int)len);
-    /* The request head holds the route's secret: no buffer that goes back
-     * to the pool keeps it. */
-    OPENSSL_cleanse(rb->data + off, len);
-    relay_buf_put(c->px->loop, rb);
+    int r = SSL_write(t->ssl, p, (int)len);
     if (r != (int)len) {
         ERR_clear_error();
         return UV_EPROTO;
     }
     return flush(c);
+}
+
+int proxy_tls_send(struct conn *c, struct relay_buf *rb, size_t off, size_t len)
+{
+    int r = tls_write(c, rb->data + off, len);
+    /* The request head holds the route's secret: no buffer that goes back
+     * to the pool keeps it. */
+    OPENSSL_cleanse(rb->data + off, len);
+    relay_buf_put(c->px->loop, rb);
+    return r;
+}
+
+int proxy_tls_send_keep(struct conn *c, const struct relay_buf *rb)
+{
+    return tls_write(c, rb->data, rb->len);
 }
