@@ -418,6 +418,62 @@ print(rest.decode("latin-1"))
     assert.are.equal(1, #requests(), "a fresh connection's failure is not retried")
   end)
 
+  -- /close answers with Connection: close: every request of a route needs
+  -- a new upstream TLS connection.
+  it("resumes the route's TLS session on its next upstream connection, never another route's", function()
+    if not dir then return end
+    start_upstream("good")
+    local port2 = tonumber(helpers.read(dir .. "/port2"))
+    local function get(route, n)
+      os.remove(dir .. "/requests.jsonl")
+      for _ = 1, n do
+        local code, out = curl(("http://127.0.0.1:%d/%s/close"):format(proxy:port(), route))
+        assert.are.equal(0, code)
+        assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+      end
+      local reqs, resumed, peers = requests(), {}, {}
+      for i, r in ipairs(reqs) do
+        resumed[i] = r.resumed
+        peers[r.peer] = true
+        assert.are.same({ "Bearer " .. SECRET }, header(r, "authorization"))
+      end
+      local np = 0
+      for _ in pairs(peers) do np = np + 1 end
+      assert.are.equal(n, np, route .. ": a new upstream connection for each request")
+      return resumed, reqs
+    end
+    -- the same upstream server (one TLS context, one ticket key) under
+    -- another host name, and at another port: a session offered there
+    -- would be resumed, so none is
+    open({ routes = {
+      { name = "test", upstream = "https://up.example.com:" .. up_port, value = SECRET },
+      { name = "byip", upstream = "https://127.0.0.1:" .. up_port, value = SECRET },
+      { name = "port2", upstream = "https://up.example.com:" .. port2, value = SECRET },
+    } })
+    assert.are.same({ false, true, true }, (get("test", 3)))
+    assert.are.same({ false, true }, (get("byip", 2)))
+    local resumed, reqs = get("port2", 2)
+    assert.are.same({ false, true }, resumed)
+    assert.are.equal(port2, reqs[1].server_port)
+    -- each route still has its own
+    assert.are.same({ true }, (get("test", 1)))
+    assert.are.same({ true }, (get("byip", 1)))
+    -- a proxy's sessions end with it: a new one starts with a full handshake
+    proxy:close()
+    open()
+    assert.are.same({ false, true }, (get("test", 2)))
+    -- a session does not let another upstream in at the same address: one
+    -- with another CA's certificate declines it and fails verification
+    local same_port = up_port
+    stop_upstream()
+    start_upstream("othersigned", same_port)
+    local code, out = curl(("http://127.0.0.1:%d/test/close"):format(proxy:port()))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 502"), out)
+    assert.is_truthy(out:find("X-Isolation-Error: upstream_tls", 1, true), out)
+    assert.is_false(helpers.exists(dir .. "/requests.jsonl"), "no request was sent to it")
+  end)
+
   it("relays a request body (chunked and with a length) and keeps the connection alive", function()
     if not dir then return end
     start_upstream("good")

@@ -16,7 +16,10 @@ to DIR/requests.jsonl.
                the upstream closes just as the proxy sends on it
   /drop1       closes every request unanswered, the first on a connection too
 Each recorded request also says whether its TLS connection was resumed
-(resumed) and whether it was dropped unanswered (dropped).
+(resumed), whether it was dropped unanswered (dropped), and the port it
+came to (server_port). A second listener, on any free port written to
+DIR/port2, serves the same with the same TLS context (the same session
+ticket keys): a session one port issued would be resumed on the other.
   /sink        reads the body in pieces and answers its length
   /source?n=N  answers N bytes, chunked, 1 MiB at a time
   /git/...     git smart HTTP (git http-backend, repositories under
@@ -30,6 +33,7 @@ import struct
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -47,7 +51,8 @@ class H(BaseHTTPRequestHandler):
             f.write(json.dumps({"method": self.command, "path": self.path, "peer": self.client_address[1],
                                 "headers": [[k, v] for k, v in self.headers.items()],
                                 "body": body.decode("latin-1"), "dropped": dropped,
-                                "resumed": self.connection.session_reused}) + "\n")
+                                "resumed": self.connection.session_reused,
+                                "server_port": self.server.server_address[1]}) + "\n")
 
     def _drop(self):
         # Unanswered: the connection ends once this handler returns (a reset
@@ -215,7 +220,12 @@ srv.daemon_threads = True
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(CERT, KEY)
 srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-with open(os.path.join(DIR, "port.tmp"), "w") as f:
-    f.write(str(srv.server_address[1]))
-os.rename(os.path.join(DIR, "port.tmp"), os.path.join(DIR, "port"))
+srv2 = Server(("127.0.0.1", 0), H)
+srv2.daemon_threads = True
+srv2.socket = ctx.wrap_socket(srv2.socket, server_side=True)
+threading.Thread(target=srv2.serve_forever, daemon=True).start()
+for name, s in (("port2", srv2), ("port", srv)):
+    with open(os.path.join(DIR, name + ".tmp"), "w") as f:
+        f.write(str(s.server_address[1]))
+    os.rename(os.path.join(DIR, name + ".tmp"), os.path.join(DIR, name))
 srv.serve_forever()

@@ -321,6 +321,9 @@ int proxy_tls_send(struct conn *c, struct relay_buf *rb, size_t off,
 int proxy_tls_send_keep(struct conn *c, const struct relay_buf *rb);
 /* Is the handshake still going on? */
 bool proxy_tls_handshaking(const struct proxy_tls *t);
+/* Makes ctx keep no session cache of its own, and hand each new session
+ * to the slot of the route it was made for (session resumption). */
+void proxy_tls_ctx_sessions(struct ssl_ctx_st *ctx);
 void proxy_tls_free(struct proxy_tls *t);
 /* Nothing buffered either way and no handshake in progress: fit to be
  * kept idle for another client connection. */
