@@ -172,12 +172,11 @@ void conn_close(struct conn *c)
         relay_buf_put(loop, c->sni);
     if (c->fwd.res)
         relay_buf_put(loop, c->fwd.res);
-    if (c->fwd.out)
-        relay_buf_put(loop, c->fwd.out);
+    route_out_drop(c);
     if (c->preply)
         relay_buf_put(loop, c->preply);
     route_replay_drop(c);
-    c->sni = c->fwd.res = c->fwd.out = c->preply = NULL;
+    c->sni = c->fwd.res = c->preply = NULL;
     c->parent_wait = false;
     proxy_allow_put(c->allow);
     c->allow = NULL;

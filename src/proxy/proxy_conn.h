@@ -348,6 +348,9 @@ int route_send_request(struct conn *c, struct relay_buf *out);
 /* The first response byte has come (or the request is over): the copy
  * kept for a retry is wiped and freed. */
 void route_replay_drop(struct conn *c);
+/* The upstream head never sent (a failed dial, a client gone): wiped (a
+ * route's holds the secret) and freed. */
+void route_out_drop(struct conn *c);
 /* The reused upstream of c's request closed or failed before any response
  * byte: true when the request is being sent again on a fresh connection
  * (then c's upstream is closing and the dial under way); false when it may

@@ -225,8 +225,7 @@ static int forward_build(struct conn *c, const struct http_request *req,
     /* Anything after the body is the next request: keep it. */
     memmove(c->head, rest + nb, extra - nb);
     c->head_len = (uint32_t)(extra - nb);
-    if (c->fwd.out)
-        relay_buf_put(loop, c->fwd.out);
+    route_out_drop(c);
     c->fwd.out = out;
     return 0;
 }

@@ -174,6 +174,16 @@ void route_replay_drop(struct conn *c)
     relay_buf_put(c->px->loop, rb);
 }
 
+void route_out_drop(struct conn *c)
+{
+    struct relay_buf *rb = c->fwd.out;
+    if (!rb)
+        return;
+    c->fwd.out = NULL;
+    OPENSSL_cleanse(rb->data, rb->len); /* rare: never the per-request path */
+    relay_buf_put(c->px->loop, rb);
+}
+
 bool route_retry(struct conn *c)
 {
     struct relay_buf *rb = c->fwd.replay;
@@ -184,8 +194,7 @@ bool route_retry(struct conn *c)
         c->fwd.res || c->dir[DIR_UP].pending)
         return false;
     c->fwd.replay = NULL;
-    if (c->fwd.out)
-        relay_buf_put(c->px->loop, c->fwd.out);
+    route_out_drop(c);
     c->fwd.out = rb; /* forward_send sends it once the new one is verified */
     c->req_bytes[DIR_UP] = 0;
     conn_close_up(c);
