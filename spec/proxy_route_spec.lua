@@ -316,6 +316,164 @@ s.serve_forever()
     assert.are_not.equal(reqs[2].peer, reqs[3].peer, "the upstream that closed was reused")
   end)
 
+  -- The upstream closes a kept connection as the proxy sends the next
+  -- request on it (/drop2: the first request on a connection is answered,
+  -- any later one is closed unanswered).
+  it("sends a request once more on a fresh connection when the upstream closes a reused one unanswered", function()
+    if not dir then return end
+    start_upstream("good")
+    local port = open()
+    for _, q in ipairs({ "", "?rst=1" }) do
+      os.remove(dir .. "/requests.jsonl")
+      local url = ("http://127.0.0.1:%d/test/drop2%s"):format(port, q)
+      -- GET, then a PUT whose body came with its head (held whole): both
+      -- idempotent, both answered on one client connection
+      local code, out, err = curl(("%s --next -sS -D - -X PUT --data-binary put-body %s"):format(url, url))
+      assert.are.equal(0, code, err)
+      local n = 0
+      for _ in out:gmatch("HTTP/1%.1 200") do n = n + 1 end
+      assert.are.equal(2, n, out)
+      assert.is_nil(out:find("X-Isolation-Error", 1, true), out)
+      local reqs = requests()
+      -- the PUT reached the upstream twice: on the kept connection (closed
+      -- unanswered), then on a fresh one, the same bytes, secret included
+      assert.are.equal(3, #reqs, q)
+      assert.are.same({ "GET", "PUT", "PUT" }, { reqs[1].method, reqs[2].method, reqs[3].method })
+      assert.are.equal(reqs[1].peer, reqs[2].peer, "the PUT went out on the kept connection first")
+      assert.is_true(reqs[2].dropped)
+      assert.are_not.equal(reqs[2].peer, reqs[3].peer, "the retry went out on a fresh connection")
+      assert.is_false(reqs[3].dropped)
+      assert.are.equal("put-body", reqs[3].body)
+      assert.are.same({ "Bearer " .. SECRET }, header(reqs[3], "authorization"))
+      proxy:close()
+      proxy = nil
+      port = open()
+    end
+    -- two GETs on one client connection: the second is retried
+    os.remove(dir .. "/requests.jsonl")
+    local url = ("http://127.0.0.1:%d/test/drop2"):format(port)
+    local code, out, err = curl(url .. " " .. url)
+    assert.are.equal(0, code, err)
+    local n = 0
+    for _ in out:gmatch("HTTP/1%.1 200") do n = n + 1 end
+    assert.are.equal(2, n, out)
+    local reqs = requests()
+    assert.are.equal(3, #reqs)
+    assert.are.equal(reqs[1].peer, reqs[2].peer)
+    assert.are_not.equal(reqs[2].peer, reqs[3].peer)
+    assert.are.equal(1, proxy:stats().connections, "one client connection for both requests")
+    local evs = {}
+    helpers.wait_for(function()
+      for _, e in ipairs(proxy:events()) do evs[#evs + 1] = e end
+      return #evs >= 2
+    end, 5)
+    assert.are.same({ 200, 200 }, { evs[1].status, evs[2].status })
+  end)
+
+  it("never sends again a POST, a streamed body, or a request on a fresh connection", function()
+    if not dir then return end
+    start_upstream("good")
+    local port = open()
+    -- a POST whose body came whole: the upstream may have acted on it
+    local url = ("http://127.0.0.1:%d/test/drop2"):format(port)
+    local code, out, err = curl(("%s --next -sS -D - --data-binary post-body %s"):format(url, url))
+    assert.are.equal(0, code, err)
+    assert.is_truthy(out:find("HTTP/1%.1 502"), out)
+    assert.is_truthy(out:find("X-Isolation-Error: upstream_failed", 1, true), out)
+    local reqs = requests()
+    assert.are.same({ "GET", "POST" }, { reqs[1].method, reqs[2].method })
+    assert.are.equal(2, #reqs, "the POST was not sent again")
+    -- a PUT whose body is still coming from the client when the upstream
+    -- closes (the head went out alone): not held whole, not sent again
+    os.remove(dir .. "/requests.jsonl")
+    helpers.write(dir .. "/stream.py", ([[
+import socket
+s = socket.create_connection(("127.0.0.1", %d), timeout=20)
+s.sendall(b"GET /test/drop2 HTTP/1.1\r\nHost: x\r\n\r\n")
+got = b""
+while b'"ok": true' not in got:
+    got += s.recv(65536)
+s.sendall(b"PUT /test/drop2 HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n")
+rest = b""
+while b"\r\n\r\n" not in rest:
+    b = s.recv(65536)
+    if not b:
+        break
+    rest += b
+print(rest.decode("latin-1"))
+]]):format(port))
+    code, out, err = helpers.run("python3 " .. helpers.shquote(dir .. "/stream.py"))
+    assert.are.equal(0, code, err)
+    assert.is_truthy(out:match("^HTTP/1%.1 502"), out)
+    assert.is_truthy(out:find("X-Isolation-Error: upstream_failed", 1, true), out)
+    reqs = requests()
+    assert.are.equal(2, #reqs, "the streamed PUT was not sent again")
+    assert.is_true(reqs[2].dropped)
+    -- a fresh connection the upstream closes unanswered: 502, once
+    os.remove(dir .. "/requests.jsonl")
+    code, out = curl(("http://127.0.0.1:%d/test/drop1"):format(port))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 502"), out)
+    assert.is_truthy(out:find("X-Isolation-Error: upstream_failed", 1, true), out)
+    assert.are.equal(1, #requests(), "a fresh connection's failure is not retried")
+  end)
+
+  -- /close answers with Connection: close: every request of a route needs
+  -- a new upstream TLS connection.
+  it("resumes the route's TLS session on its next upstream connection, never another route's", function()
+    if not dir then return end
+    start_upstream("good")
+    local port2 = tonumber(helpers.read(dir .. "/port2"))
+    local function get(route, n)
+      os.remove(dir .. "/requests.jsonl")
+      for _ = 1, n do
+        local code, out = curl(("http://127.0.0.1:%d/%s/close"):format(proxy:port(), route))
+        assert.are.equal(0, code)
+        assert.is_truthy(out:match("^HTTP/1%.1 200"), out)
+      end
+      local reqs, resumed, peers = requests(), {}, {}
+      for i, r in ipairs(reqs) do
+        resumed[i] = r.resumed
+        peers[r.peer] = true
+        assert.are.same({ "Bearer " .. SECRET }, header(r, "authorization"))
+      end
+      local np = 0
+      for _ in pairs(peers) do np = np + 1 end
+      assert.are.equal(n, np, route .. ": a new upstream connection for each request")
+      return resumed, reqs
+    end
+    -- the same upstream server (one TLS context, one ticket key) under
+    -- another host name, and at another port: a session offered there
+    -- would be resumed, so none is
+    open({ routes = {
+      { name = "test", upstream = "https://up.example.com:" .. up_port, value = SECRET },
+      { name = "byip", upstream = "https://127.0.0.1:" .. up_port, value = SECRET },
+      { name = "port2", upstream = "https://up.example.com:" .. port2, value = SECRET },
+    } })
+    assert.are.same({ false, true, true }, (get("test", 3)))
+    assert.are.same({ false, true }, (get("byip", 2)))
+    local resumed, reqs = get("port2", 2)
+    assert.are.same({ false, true }, resumed)
+    assert.are.equal(port2, reqs[1].server_port)
+    -- each route still has its own
+    assert.are.same({ true }, (get("test", 1)))
+    assert.are.same({ true }, (get("byip", 1)))
+    -- a proxy's sessions end with it: a new one starts with a full handshake
+    proxy:close()
+    open()
+    assert.are.same({ false, true }, (get("test", 2)))
+    -- a session does not let another upstream in at the same address: one
+    -- with another CA's certificate declines it and fails verification
+    local same_port = up_port
+    stop_upstream()
+    start_upstream("othersigned", same_port)
+    local code, out = curl(("http://127.0.0.1:%d/test/close"):format(proxy:port()))
+    assert.are.equal(0, code)
+    assert.is_truthy(out:match("^HTTP/1%.1 502"), out)
+    assert.is_truthy(out:find("X-Isolation-Error: upstream_tls", 1, true), out)
+    assert.is_false(helpers.exists(dir .. "/requests.jsonl"), "no request was sent to it")
+  end)
+
   it("relays a request body (chunked and with a length) and keeps the connection alive", function()
     if not dir then return end
     start_upstream("good")

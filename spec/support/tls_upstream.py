@@ -10,6 +10,16 @@ to DIR/requests.jsonl.
   /hang        reads the request and never answers
   /echo        answers the request body back (Content-Length)
   /close       answers as /json, with Connection: close, and closes
+  /drop2       answers as /json the first request on a connection, and
+               closes any later one on it unanswered (before its body is
+               read; with ?rst=1 the close is a reset): a kept connection
+               the upstream closes just as the proxy sends on it
+  /drop1       closes every request unanswered, the first on a connection too
+Each recorded request also says whether its TLS connection was resumed
+(resumed), whether it was dropped unanswered (dropped), and the port it
+came to (server_port). A second listener, on any free port written to
+DIR/port2, serves the same with the same TLS context (the same session
+ticket keys): a session one port issued would be resumed on the other.
   /sink        reads the body in pieces and answers its length
   /source?n=N  answers N bytes, chunked, 1 MiB at a time
   /git/...     git smart HTTP (git http-backend, repositories under
@@ -18,9 +28,12 @@ to DIR/requests.jsonl.
 """
 import json
 import os
+import socket
+import struct
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -33,11 +46,20 @@ class H(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
-    def _record(self, body):
+    def _record(self, body, dropped=False):
         with open(os.path.join(DIR, "requests.jsonl"), "a") as f:
             f.write(json.dumps({"method": self.command, "path": self.path, "peer": self.client_address[1],
                                 "headers": [[k, v] for k, v in self.headers.items()],
-                                "body": body.decode("latin-1")}) + "\n")
+                                "body": body.decode("latin-1"), "dropped": dropped,
+                                "resumed": self.connection.session_reused,
+                                "server_port": self.server.server_address[1]}) + "\n")
+
+    def _drop(self):
+        # Unanswered: the connection ends once this handler returns (a reset
+        # with ?rst=1, see Server.shutdown_request).
+        self._record(b"", dropped=True)
+        self.close_connection = True
+        self.connection.rst = "rst=1" in self.path
 
     def _body(self):
         n = int(self.headers.get("Content-Length") or 0)
@@ -127,6 +149,11 @@ class H(BaseHTTPRequestHandler):
 
     def _any(self):
         p = self.path.split("?")[0]
+        served = getattr(self, "served", 0)
+        self.served = served + 1
+        if p.endswith("/drop1") or (p.endswith("/drop2") and served > 0):
+            self._drop()
+            return
         if p.endswith("/sink"):
             self._sink()
             return
@@ -174,16 +201,31 @@ class H(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(out)
 
-    do_GET = do_POST = do_PUT = _any
+    do_GET = do_POST = do_PUT = do_DELETE = _any
 
 
-ThreadingHTTPServer.allow_reuse_address = True
-srv = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[4]) if len(sys.argv) > 4 else 0), H)
+class Server(ThreadingHTTPServer):
+    def shutdown_request(self, request):
+        if getattr(request, "rst", False):
+            # No FIN first: linger 0 makes the close a reset.
+            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_request(request)
+            return
+        super().shutdown_request(request)
+
+
+Server.allow_reuse_address = True
+srv = Server(("127.0.0.1", int(sys.argv[4]) if len(sys.argv) > 4 else 0), H)
 srv.daemon_threads = True
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(CERT, KEY)
 srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-with open(os.path.join(DIR, "port.tmp"), "w") as f:
-    f.write(str(srv.server_address[1]))
-os.rename(os.path.join(DIR, "port.tmp"), os.path.join(DIR, "port"))
+srv2 = Server(("127.0.0.1", 0), H)
+srv2.daemon_threads = True
+srv2.socket = ctx.wrap_socket(srv2.socket, server_side=True)
+threading.Thread(target=srv2.serve_forever, daemon=True).start()
+for name, s in (("port2", srv2), ("port", srv)):
+    with open(os.path.join(DIR, name + ".tmp"), "w") as f:
+        f.write(str(s.server_address[1]))
+    os.rename(os.path.join(DIR, name + ".tmp"), os.path.join(DIR, name))
 srv.serve_forever()

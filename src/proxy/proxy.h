@@ -192,6 +192,10 @@ struct proxy_opts {
      * forward request to that host, checked like every other. */
     int route_port;
     struct ssl_ctx_st *tls_ctx;
+    /* The last TLS session of each route's upstream (routes[i]'s is
+     * tls_sessions[i]), offered when it dials again (proxy_tls.c); loop
+     * side only, freed with the routes. */
+    struct ssl_session_st **tls_sessions;
     struct proxy_parent parent;
 };
 

@@ -100,7 +100,7 @@ static void on_up_closed(uv_handle_t *h)
     proxy_tls_free(c->up.tls);
     c->up.tls = NULL;
     c->up.route = NULL;
-    c->up.inited = c->up.closing = c->up.connected = false;
+    c->up.inited = c->up.closing = c->up.connected = c->up.reused = false;
     c->reading[SIDE_UP] = false;
     if (c->closing) {
         conn_free_if_done(c);
@@ -172,11 +172,11 @@ void conn_close(struct conn *c)
         relay_buf_put(loop, c->sni);
     if (c->fwd.res)
         relay_buf_put(loop, c->fwd.res);
-    if (c->fwd.out)
-        relay_buf_put(loop, c->fwd.out);
+    route_out_drop(c);
     if (c->preply)
         relay_buf_put(loop, c->preply);
-    c->sni = c->fwd.res = c->fwd.out = c->preply = NULL;
+    route_replay_drop(c);
+    c->sni = c->fwd.res = c->preply = NULL;
     c->parent_wait = false;
     proxy_allow_put(c->allow);
     c->allow = NULL;
@@ -544,6 +544,10 @@ void conn_up_plain(struct conn *c, struct relay_buf *rb, ssize_t n)
         if (n == 0)
             return;
         c->reading[SIDE_UP] = false;
+        /* A reused route upstream that closed before answering: the
+         * request goes out once more on a fresh connection, if it may. */
+        if (c->fwd.replay && route_retry(c))
+            return;
         if (c->state == CONN_HEAD) {
             conn_close_up(c); /* a kept upstream went away */
         } else if (n != UV_EOF) {
@@ -558,6 +562,8 @@ void conn_up_plain(struct conn *c, struct relay_buf *rb, ssize_t n)
         return;
     }
     c->last_active = uv_now(conn_loop(c));
+    if (c->fwd.replay)
+        route_replay_drop(c); /* a response byte: never sent again */
     if (c->state == CONN_HEAD) {
         /* Bytes from a kept upstream between requests: not reusable. */
         relay_buf_put(c->px->loop, rb);

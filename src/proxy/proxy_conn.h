@@ -52,6 +52,9 @@ struct conn_up {
     bool inited, connected, closing;
     bool reusable; /* a forward response left it fit for the next request */
     bool redial;   /* dial the next address once this socket has closed */
+    /* A route's kept connection that already carried a response: the
+     * upstream may close it just as a request goes out (route_retry). */
+    bool reused;
     /* What it reaches (forward keep-alive): host:port at a checked address. */
     char host[HOST_NAME_CAP];
     int port;
@@ -73,6 +76,10 @@ struct conn_fwd {
     struct http_chunked req_chunk, res_chunk;
     struct relay_buf *res; /* the response head so far */
     struct relay_buf *out; /* the upstream head, until dialed */
+    /* A route's request as sent on a reused upstream, held (secret and all)
+     * until the first response byte, to be sent once more on a fresh
+     * connection should that upstream close first (route_retry). */
+    struct relay_buf *replay;
 };
 
 struct conn {
@@ -310,8 +317,13 @@ void proxy_tls_up_read(struct conn *c, struct relay_buf *rb, ssize_t n);
 /* Plaintext towards the upstream; takes rb. <0 on error. */
 int proxy_tls_send(struct conn *c, struct relay_buf *rb, size_t off,
                    size_t len);
+/* The same, rb left to the caller (neither wiped nor freed). */
+int proxy_tls_send_keep(struct conn *c, const struct relay_buf *rb);
 /* Is the handshake still going on? */
 bool proxy_tls_handshaking(const struct proxy_tls *t);
+/* Makes ctx keep no session cache of its own, and hand each new session
+ * to the slot of the route it was made for (session resumption). */
+void proxy_tls_ctx_sessions(struct ssl_ctx_st *ctx);
 void proxy_tls_free(struct proxy_tls *t);
 /* Nothing buffered either way and no handshake in progress: fit to be
  * kept idle for another client connection. */
@@ -329,5 +341,20 @@ void relay_buf_put(struct proxy_loop *loop, struct relay_buf *b);
  * connected and verified, ready for forward_send). */
 void route_idle_put(struct conn *c);
 bool route_idle_take(struct conn *c, const struct proxy_route *rt);
+/* forward_send's out: sent on a reused route upstream, it is kept as
+ * c->fwd.replay when the request may be sent again (route_replayable);
+ * otherwise sent as any request. <0 on error (out taken either way). */
+int route_send_request(struct conn *c, struct relay_buf *out);
+/* The first response byte has come (or the request is over): the copy
+ * kept for a retry is wiped and freed. */
+void route_replay_drop(struct conn *c);
+/* The upstream head never sent (a failed dial, a client gone): wiped (a
+ * route's holds the secret) and freed. */
+void route_out_drop(struct conn *c);
+/* The reused upstream of c's request closed or failed before any response
+ * byte: true when the request is being sent again on a fresh connection
+ * (then c's upstream is closing and the dial under way); false when it may
+ * not be (the caller fails the request as before). */
+bool route_retry(struct conn *c);
 
 #endif

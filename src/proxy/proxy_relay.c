@@ -42,6 +42,9 @@ static void on_written(uv_write_t *req, int status)
         return;
     c->dir[d].pending--;
     if (status < 0) {
+        /* A reused route upstream gone while the request went out. */
+        if (d == DIR_UP && c->fwd.replay && route_retry(c))
+            return;
         conn_close(c);
         return;
     }

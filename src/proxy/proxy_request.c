@@ -225,8 +225,7 @@ static int forward_build(struct conn *c, const struct http_request *req,
     /* Anything after the body is the next request: keep it. */
     memmove(c->head, rest + nb, extra - nb);
     c->head_len = (uint32_t)(extra - nb);
-    if (c->fwd.out)
-        relay_buf_put(loop, c->fwd.out);
+    route_out_drop(c);
     c->fwd.out = out;
     return 0;
 }
@@ -274,6 +273,7 @@ static void route_request(struct conn *c, const struct http_request *req,
         return;
     if (c->up.connected && !c->up.closing && c->up.reusable && c->up.tls &&
         c->up.route == rt) {
+        c->up.reused = true;
         forward_send(c);
         return;
     }
@@ -299,6 +299,7 @@ void conn_forward_done(struct conn *c)
         return;
     if (c->ev_pending && c->admitted)
         conn_event_admitted(c);
+    route_replay_drop(c);
     c->route = NULL;
     c->routed = false;
     c->via_parent = false;

@@ -350,6 +350,13 @@ static int make_ctx(lua_State *L, struct proxy_opts *o)
                             e);
         return -1;
     }
+    o->tls_sessions = calloc(o->nroutes, sizeof *o->tls_sessions);
+    if (!o->tls_sessions) {
+        SSL_CTX_free(ctx);
+        lua_pushliteral(L, "isolation: proxy: out of memory");
+        return -1;
+    }
+    proxy_tls_ctx_sessions(ctx);
     o->tls_ctx = ctx;
     lua_pop(L, 1);
     return 0;
@@ -412,6 +419,10 @@ void proxy_routes_free(struct proxy_opts *o)
         }
         free(rt->base);
     }
+    for (size_t i = 0; o->tls_sessions && i < o->nroutes; i++)
+        SSL_SESSION_free(o->tls_sessions[i]); /* NULL: nothing */
+    free(o->tls_sessions);
+    o->tls_sessions = NULL;
     if (o->routes)
         OPENSSL_cleanse(o->routes, o->nroutes * sizeof *o->routes);
     free(o->routes);

@@ -4,9 +4,21 @@
  * connection clean parks it (up to PROXY_ROUTE_IDLE_MAX a proxy, for
  * PROXY_ROUTE_IDLE_MS at most), and the route's next request takes it
  * instead of dialling and handshaking again. Only the same route's.
+ *
+ * A kept connection may be closed by the upstream at any moment, also
+ * just as a request goes out on it (the peek before reuse cannot see a
+ * close that is still on its way). Such a request is sent once more on a
+ * fresh connection (route_retry) when that is safe: the upstream closed
+ * or reset the connection before any byte of the response, the method is
+ * idempotent (GET, HEAD, OPTIONS, PUT, DELETE), and the whole request,
+ * body included, went out in the first write, so the proxy holds all of
+ * it. Never on a fresh connection, never after a response byte, never a
+ * POST or PATCH (the upstream may have acted on it), never a body still
+ * being streamed from the client.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -117,6 +129,7 @@ bool route_idle_take(struct conn *c, const struct proxy_route *rt)
             return false;
         }
         c->up.connected = true;
+        c->up.reused = true;
         c->up.tls = e.tls;
         c->up.route = rt;
         memcpy(c->up.host, rt->host, sizeof c->up.host);
@@ -124,4 +137,70 @@ bool route_idle_take(struct conn *c, const struct proxy_route *rt)
         return true;
     }
     return false;
+}
+
+/* May c's request be sent again, should its reused upstream close before
+ * answering? See the top of this file. */
+static bool route_replayable(const struct conn *c)
+{
+    static const char *const idempotent[] = {"GET", "HEAD", "OPTIONS", "PUT",
+                                             "DELETE"};
+    if (!c->route || !c->up.tls || !c->up.reused || !c->fwd.req_done)
+        return false;
+    for (size_t i = 0; i < sizeof idempotent / sizeof *idempotent; i++)
+        if (strcmp(c->method, idempotent[i]) == 0)
+            return true;
+    return false;
+}
+
+int route_send_request(struct conn *c, struct relay_buf *out)
+{
+    if (!route_replayable(c))
+        return relay_send(c, DIR_UP, out, 0, out->len);
+    /* SSL_write has copied the bytes into its record: out is not written
+     * from, only kept (instead of a copy: nothing more per request). */
+    route_replay_drop(c);
+    c->fwd.replay = out;
+    return proxy_tls_send_keep(c, out);
+}
+
+void route_replay_drop(struct conn *c)
+{
+    struct relay_buf *rb = c->fwd.replay;
+    if (!rb)
+        return;
+    c->fwd.replay = NULL;
+    OPENSSL_cleanse(rb->data, rb->len); /* the route's secret */
+    relay_buf_put(c->px->loop, rb);
+}
+
+void route_out_drop(struct conn *c)
+{
+    struct relay_buf *rb = c->fwd.out;
+    if (!rb)
+        return;
+    c->fwd.out = NULL;
+    OPENSSL_cleanse(rb->data, rb->len); /* rare: never the per-request path */
+    relay_buf_put(c->px->loop, rb);
+}
+
+bool route_retry(struct conn *c)
+{
+    struct relay_buf *rb = c->fwd.replay;
+    /* A write still queued on the old socket would be cancelled by its
+     * close and end the client connection: only a request wholly handed
+     * to the kernel is sent again (a request's head always is). */
+    if (!rb || c->closing || c->state != CONN_FORWARD || c->fwd.res_head_done ||
+        c->fwd.res || c->dir[DIR_UP].pending)
+        return false;
+    c->fwd.replay = NULL;
+    route_out_drop(c);
+    c->fwd.out = rb; /* forward_send sends it once the new one is verified */
+    c->req_bytes[DIR_UP] = 0;
+    conn_close_up(c);
+    /* The upstream is dialled afresh (dial_next waits for the old socket's
+     * close): the new connection is not reused, so it is never retried. */
+    c->state = CONN_RESOLVE;
+    dial_upstream(c, c->route->kind, &c->route->addr);
+    return true;
 }

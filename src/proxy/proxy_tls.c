@@ -9,6 +9,16 @@
  * The upstream is verified (chain against upstream_ca_file or the
  * system's store, and the route's host name or IP literal) before the
  * request, and with it the secret, is written.
+ *
+ * Each route keeps the last TLS session its upstream gave (a TLS 1.3
+ * ticket arrives after the handshake, so the new-session callback takes
+ * it whenever it comes) and offers it on its next new connection: an
+ * abbreviated handshake, no certificate chain to send and verify. The
+ * session is the route's alone (one upstream host:port, one proxy's CA
+ * setting): a session made with host A is never offered to host B. A
+ * resumed session keeps the peer that was verified when it was made, for
+ * this very name; an upstream that declines it gets the full handshake,
+ * verified as always.
  */
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -94,6 +104,49 @@ static void tls_fail(struct conn *c, const char *what)
     conn_fail(c, 502, "error", "upstream_tls", reason);
 }
 
+/* A new session of a verified connection: the route's next connection
+ * offers it (the slot is the SSL's app data, set by offer_session). The
+ * slot keeps a copy: SSL_free marks the SSL's own session not resumable
+ * when the connection ended without a close_notify (an upstream closing
+ * after its response, a kept one dropped), and a ticket's session is the
+ * SSL's own. Returns 0: sess stays OpenSSL's. */
+static int on_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+    SSL_SESSION **slot = SSL_get_app_data(ssl);
+    if (!slot || SSL_get_verify_result(ssl) != X509_V_OK ||
+        !SSL_SESSION_is_resumable(sess))
+        return 0;
+    SSL_SESSION *copy = SSL_SESSION_dup(sess);
+    if (copy) {
+        SSL_SESSION_free(*slot);
+        *slot = copy;
+    }
+    return 0;
+}
+
+void proxy_tls_ctx_sessions(SSL_CTX *ctx)
+{
+    /* The client side, no internal store: sessions are kept per route in
+     * opts.tls_sessions, never looked up by anything else. */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
+                                            SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, on_new_session);
+}
+
+/* Offers the route's last session (if any) on the SSL about to connect,
+ * and makes the route's slot the place its new sessions go. */
+static void offer_session(struct conn *c, SSL *ssl)
+{
+    const struct proxy_opts *o = &c->px->opts;
+    const struct proxy_route *rt = c->up.route;
+    if (!rt || !o->tls_sessions)
+        return;
+    SSL_SESSION **slot = &o->tls_sessions[rt - o->routes];
+    SSL_set_app_data(ssl, slot);
+    if (*slot)
+        SSL_set_session(ssl, *slot); /* a new reference of its own */
+}
+
 static void handshake(struct conn *c)
 {
     struct proxy_tls *t = c->up.tls;
@@ -146,6 +199,7 @@ int proxy_tls_start(struct conn *c)
         tls_fail(c, "cannot be set up for this host");
         return -1;
     }
+    offer_session(c, t->ssl);
     handshake(c);
     if (c->closing)
         return -1;
@@ -218,19 +272,32 @@ void proxy_tls_up_read(struct conn *c, struct relay_buf *rb, ssize_t n)
         conn_close(c);
 }
 
-int proxy_tls_send(struct conn *c, struct relay_buf *rb, size_t off, size_t len)
+/* Encrypts len bytes (SSL_write copies them into its record) and sends
+ * the record. */
+static int tls_write(struct conn *c, const char *p, size_t len)
 {
     struct proxy_tls *t = c->up.tls;
     c->req_bytes[DIR_UP] += len;
     err_reset();
-    int r = SSL_write(t->ssl, rb->data + off, (int)len);
-    /* The request head holds the route's secret: no buffer that goes back
-     * to the pool keeps it. */
-    OPENSSL_cleanse(rb->data + off, len);
-    relay_buf_put(c->px->loop, rb);
+    int r = SSL_write(t->ssl, p, (int)len);
     if (r != (int)len) {
         ERR_clear_error();
         return UV_EPROTO;
     }
     return flush(c);
+}
+
+int proxy_tls_send(struct conn *c, struct relay_buf *rb, size_t off, size_t len)
+{
+    int r = tls_write(c, rb->data + off, len);
+    /* The request head holds the route's secret: no buffer that goes back
+     * to the pool keeps it. */
+    OPENSSL_cleanse(rb->data + off, len);
+    relay_buf_put(c->px->loop, rb);
+    return r;
+}
+
+int proxy_tls_send_keep(struct conn *c, const struct relay_buf *rb)
+{
+    return tls_write(c, rb->data, rb->len);
 }

@@ -141,7 +141,10 @@ void forward_send(struct conn *c)
     conn_arm(c, c->px->opts.idle_ms);
     struct relay_buf *out = c->fwd.out;
     c->fwd.out = NULL;
-    if (relay_send(c, DIR_UP, out, 0, out->len) < 0) {
+    if (route_send_request(c, out) < 0) {
+        /* A reused route upstream that is already gone: once more. */
+        if (route_retry(c))
+            return;
         conn_fail(c, 502, "error", "upstream_failed",
                   "cannot send the request upstream");
         return;
