@@ -33,6 +33,9 @@
 #   argv-pass        the whole argv (env -i, bwrap, the pass starter, bash):
 #                    the line without its run-time HOME check
 #   (deny-pass is argv-pass behind that check)
+#   isolate-none     `isolate --network none -- true`, the whole command
+#   isolate-deny     `isolate -- true` (deny, pass, its own proxy): what a
+#                    user waits for, over the line's own cost
 # Not run unless named in STARTUP_NAMES:
 #   fork-argv-pass   argv-pass behind a substitution that only prints `env`:
 #                    the HOME check's fork without its checks
@@ -65,7 +68,7 @@ while [ $# -gt 0 ]; do
         --runs) RUNS=$2; shift ;;
         --out) OUT=$2; shift ;;
         --interleave) INTERLEAVE=1 ;;
-        *) sed -n '2,55p' "$0"; exit 2 ;;
+        *) sed -n '2,58p' "$0"; exit 2 ;;
     esac
     shift
 done
@@ -181,8 +184,13 @@ $BRIDGE --pass 3128,1080 /run/isolation/proxy.sock /bin/true" >"$WORK/bare-pass.
 echo "exec true" >"$WORK/sh.sh"
 echo "exec $BRIDGE --reap 5 -- true" >"$WORK/reap-true.sh"
 echo "$BW --unshare-net -- /bin/true" >"$WORK/bwrap-net.sh"
+# isolate itself, the command line a user types: Lua, the checks before
+# the launch, its session manager (isolation.session's launch_spec), the
+# line, the end checks and the summary
+echo "exec $REPO/bin/isolate --workdir $WORK/work --network none -- true 2>/dev/null" >"$WORK/isolate-none.sh"
+echo "exec $REPO/bin/isolate --workdir $WORK/work -- true 2>/dev/null" >"$WORK/isolate-deny.sh"
 
-read -ra NAMES <<<"${STARTUP_NAMES:-sh reap-true bwrap-net bare-builtin bare-pass deny-socat deny-builtin deny-pass deny-pass-noreap guards-true guards-bash env-guards-bash argv-pass}"
+read -ra NAMES <<<"${STARTUP_NAMES:-sh reap-true bwrap-net bare-builtin bare-pass deny-socat deny-builtin deny-pass deny-pass-noreap guards-true guards-bash env-guards-bash argv-pass isolate-none isolate-deny}"
 if [ -n "$INTERLEAVE" ]; then
     cc -std=c11 -Wall -Wextra -Werror -O2 -o "$WORK/interleave" "$REPO/bench/interleave.c" || exit 1
     files=()
