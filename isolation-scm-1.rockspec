@@ -26,7 +26,7 @@ build = {
         "src/launch/launch_prologue.c",
         "src/launch/launch_protect.c", "src/launch/launch_script.c", "src/launch/launch_spec.c", "src/launch/launch_wrap.c",
         "src/launch/launch_ssh.c", "src/msg.c",
-        "src/launch/preflight.c", "src/launch/protect_runtime.c", "src/proxy/proxy_audit.c",
+        "src/launch/orphans.c", "src/launch/preflight.c", "src/launch/protect_runtime.c", "src/proxy/proxy_audit.c",
         "src/proxy/proxy_buf.c", "src/proxy/proxy_conn.c", "src/proxy/proxy_request.c",
         "src/proxy/proxy_dial.c", "src/proxy/proxy_tunnel.c", "src/proxy/proxy_reply.c", "src/proxy/proxy_decide.c",
         "src/proxy/proxy_event.c", "src/proxy/proxy_listen.c", "src/proxy/proxy_loop.c",

@@ -83,6 +83,37 @@ describe("a session ends when its processes are gone", function()
     end)
   end
 
+  it("isolate: the line's reaper SIGKILLed from outside (the OOM killer, an operator) after the sandbox cleared its "
+    .. "init's parent-death signal: isolate ends what the reaper left, and nothing runs after it returns (before: "
+    .. "the setsid child wrote the workdir after isolate returned)", function()
+    local mark = new_mark()
+    local p = cli.spawn({ cli.ISOLATE, "--network", "none", "--workdir", work, "--", "bash", "-c",
+      ATTACK .. "\ntouch ready; sleep 30", "attack", mark }, { env = { "HOME=" .. home }, cwd = work })
+    assert.is_true(cli.wait_for(function() return helpers.exists(work .. "/ready") or p.status ~= nil end, 60))
+    assert.is_nil(p.status, p.err)
+    -- the line's reaper: outside the sandbox (no process of it can see it),
+    -- the first program of the line, its argv carrying the mark
+    local reaper
+    for _, pid in ipairs(cli.pgrep(mark)) do
+      local argv = helpers.read("/proc/" .. pid .. "/cmdline") or ""
+      if (helpers.read("/proc/" .. pid .. "/comm") or ""):match("^[^\n]*") == "isolation-bridg"
+        and argv:find("\0--reap\0", 1, true) then
+        reaper = pid
+      end
+    end
+    assert.truthy(reaper, "no reaper found")
+    assert(uv.kill(reaper, "sigkill"))
+    local status, out, err = p.wait(60)
+    assert.are.equal(128 + 9, status, out .. err)
+    if have_gdb then
+      assert.truthy(out:find("init: parent-death signal cleared", 1, true), "the attack's first step failed:\n"
+        .. out .. tostring(helpers.read(work .. "/gdb-" .. mark .. ".log")))
+    end
+    assert.truthy(err:find("the line's reaper was killed from outside", 1, true), err)
+    assert_nothing_left(mark, out)
+    if not have_gdb then pending("no gdb here: the init kept its parent-death signal, which ended it anyway") end
+  end)
+
   it("isolate --time 2: the attack runs past the limit in no process (the limit's SIGKILL reaches the "
     .. "namespace)", function()
     local mark = new_mark()

@@ -27,5 +27,6 @@ int luaopen_isolation(lua_State *L)
     isolation_preflight_open(L);
     isolation_protect_open(L);
     isolation_ssh_open(L);
+    isolation_orphans_open(L);
     return 1;
 }

@@ -35,5 +35,6 @@ void isolation_selftest_open(lua_State *L);
 void isolation_preflight_open(lua_State *L);
 void isolation_protect_open(lua_State *L);
 void isolation_ssh_open(lua_State *L);
+void isolation_orphans_open(lua_State *L);
 
 #endif

@@ -746,7 +746,7 @@ function Manager:_teardown(s, reason)
     s.setid_cleared, s.setid_failed = r.setid_cleared, r.setid_failed
     -- a walk cut short is a failure: on_end gets why (s.end_check_error
     -- and its fourth argument)
-    s.end_check_error = r.cut
+    s.end_check_error = r.cut or s.end_check_error
   end
   if self._on_end then
     -- on_end's text is escaped like the log's: the reason, and for each
@@ -1123,10 +1123,15 @@ function Manager:launch_spec(id, spec, opts)
   local watch
   watch, err = endcheck.watch(spec, opts.home)
   if not watch then return nil, err end
+  if opts.orphans then
+    -- what the line's reaper leaves if it is killed comes to this process
+    ok, err = isolation._subreaper()
+    if not ok then return nil, err end
+  end
   local s = {
     seccomp_file = spec.seccomp_file, id = id, state = "running", isolation = policy.effective(spec.config),
     target = "local", cmdline = cmdline, started_at = os.time(), limits_via = spec.limits_via,
-    _prefix = opts.log_prefix, _sh_prefix = opts.prefix, _stdio = opts.stdio,
+    _prefix = opts.log_prefix, _sh_prefix = opts.prefix, _stdio = opts.stdio, _orphans = opts.orphans == true,
   }
   return self:_start(s, { filter = filter, watch = watch, old = old, proxy = opts.proxy, socket = path,
     launcher = function(line, sess) return self:_spawn_direct(line, sess) end })
@@ -1187,6 +1192,29 @@ function Manager:_spawn_direct(cmdline, s)
   return self:_spawn_bash({ "-c", CLOSE_ABOVE_STDIO_HERE .. (s._sh_prefix or "") .. "exec " .. cmdline }, s)
 end
 
+-- launch_spec's `orphans`: this process is a child subreaper, so what
+-- the line's own reaper leaves when it is killed from outside comes here
+-- (bwrap, then the sandbox's init); it is killed and reaped before the
+-- end checks (src/launch/orphans.c). The children of the manager's other
+-- running sessions are left to their own exits.
+function Manager:_end_orphans(s)
+  local keep = {}
+  for _, other in pairs(self._sessions) do
+    local h = other.handle
+    if other ~= s and type(h) == "table" and h.pid and not h.exited then keep[#keep + 1] = h.pid end
+  end
+  local ok, n, err = pcall(isolation._end_orphans, keep)
+  if ok and n then
+    if n > 0 then
+      self:_log(s._prefix .. "the line's reaper was killed from outside; " .. n .. " process"
+        .. (n == 1 and "" or "es") .. " it left (the sandbox's init with everything in its namespace) ended")
+    end
+    return
+  end
+  s.end_check_error = s.end_check_error or tostring(ok and err or n)
+  self:_log(s._prefix .. "processes of the line outlived it: " .. tostring(ok and err or n))
+end
+
 -- The line has ended, and with it every connection of its sandbox; the
 -- proxy sees them close a moment later. An event is given when its
 -- request ends, so the teardown waits (at most DRAIN_MS) until the proxy
@@ -1195,6 +1223,7 @@ end
 local DRAIN_MS = 1000
 function Manager:_after_exit(s)
   if s.state ~= "running" then return end
+  if s._orphans then self:_end_orphans(s) end
   local p = s.proxy
   local function busy()
     local ok, st = pcall(p.stats, p)

@@ -221,7 +221,10 @@ local function run(o, spec, allow)
   local s
   s, err, what = r.mgr:launch_spec("proxy", spec, {
     proxy = allow and proxy_options(o, spec, allow, summary), seccomp = o.seccomp,
-    home = o.home or os.getenv("HOME"), prefix = shell_prefix(o, spec), log_prefix = "isolate: " })
+    home = o.home or os.getenv("HOME"), prefix = shell_prefix(o, spec), log_prefix = "isolate: ",
+    -- isolate's process is its own: a child subreaper, so that what the
+    -- line's reaper leaves when it is killed from outside comes back here
+    orphans = true })
   o.routes = nil -- the values now live in the proxy alone
   if not s then
     remove_dir(r)
