@@ -222,9 +222,13 @@ local function run(o, spec, allow)
   s, err, what = r.mgr:launch_spec("proxy", spec, {
     proxy = allow and proxy_options(o, spec, allow, summary), seccomp = o.seccomp,
     home = o.home or os.getenv("HOME"), prefix = shell_prefix(o, spec), log_prefix = "isolate: ",
-    -- isolate's process is its own: a child subreaper, so that what the
-    -- line's reaper leaves when it is killed from outside comes back here
-    orphans = true })
+    -- isolate's process is its own: under bwrap a child subreaper, so that
+    -- what the line's reaper leaves when it is killed from outside (bwrap,
+    -- the sandbox's init) comes back here. Not under docker and podman:
+    -- there the reaper's watchdog (isolation-watch) removes the container
+    -- when the reaper dies, and it would come here and be killed too; not
+    -- under --mode none, whose background processes are the user's.
+    orphans = spec.config.mode == "bwrap" })
   o.routes = nil -- the values now live in the proxy alone
   if not s then
     remove_dir(r)
