@@ -1223,7 +1223,9 @@ end
 local DRAIN_MS = 1000
 function Manager:_after_exit(s)
   if s.state ~= "running" then return end
-  if s._orphans then self:_end_orphans(s) end
+  -- the line's reaper exits only once everything below it is gone; only
+  -- one that died of a signal (SIGKILL from outside) can have left any
+  if s._orphans and s.exit_signal then self:_end_orphans(s) end
   local p = s.proxy
   local function busy()
     local ok, st = pcall(p.stats, p)
