@@ -146,6 +146,50 @@ describe("a session ends when its processes are gone", function()
       assert.is_true(took >= 4 and took < 15, ("took %.1f s"):format(took))
     end)
 
+  -- The same attack on the manager's default launcher: there the line's
+  -- reaper runs below the manager's own (bridge/reap.c), a subreaper that
+  -- inherits bwrap, then the sandbox's init, and kills what it inherits
+  -- once its command (the line's shell) has ended.
+  it("session manager, default launcher: the line's reaper SIGKILLed from outside after the sandbox cleared its "
+    .. "init's parent-death signal: the manager's reaper ends what it left before on_end", function()
+    local left_at_end, ended = {}, {}
+    local mark = new_mark()
+    -- the line's shell reports its killed child on stderr: not in the spec's output
+    local null = assert(uv.fs_open("/dev/null", "w", 0))
+    local mgr = assert(session.manager({ runtime_dir = helpers.tmpdir() .. "/run", loop = uv, poll_interval = 0.05,
+      stdio = { 0, 1, null },
+      on_end = function(s)
+        left_at_end[s.id] = cli.pgrep(mark)
+        ended[s.id] = true
+      end }))
+    local ok, err = pcall(function()
+      local s = assert(mgr:launch({ id = "k", isolation = { mode = "bwrap", network = "none" }, workdir = work,
+        command = "bash -c " .. q(ATTACK .. "\ntouch ready; sleep 30") .. " attack " .. mark .. " >attack.out" }))
+      assert.is_true(cli.wait_for(function() return helpers.exists(work .. "/ready") or ended.k end, 60))
+      assert.is_nil(ended.k, "the session ended before the attack was done")
+      -- the line's own reaper (grace 5 s), not the manager's (grace 5 + 30 s)
+      local reaper
+      for _, pid in ipairs(cli.pgrep(mark)) do
+        local argv = helpers.read("/proc/" .. pid .. "/cmdline") or ""
+        if argv:find("\0--reap\0" .. "5\0", 1, true) then reaper = pid end
+      end
+      assert.truthy(reaper, "no line reaper found")
+      assert(uv.kill(reaper, "sigkill"))
+      assert.is_true(cli.wait_for(function() return ended.k end, 60), "the session did not end")
+      assert.are.same({}, left_at_end.k, "on_end ran while processes of the sandbox ran")
+      assert.are.equal(9, s.exit_signal or (s.exit_status and s.exit_status - 128))
+      local out = helpers.read(work .. "/attack.out") or ""
+      if have_gdb then
+        assert.truthy(out:find("init: parent-death signal cleared", 1, true), "the attack's first step failed:\n"
+          .. out .. tostring(helpers.read(work .. "/gdb-" .. mark .. ".log")))
+      end
+      assert_nothing_left(mark, out)
+    end)
+    mgr:close()
+    uv.fs_close(null)
+    assert(ok, err)
+  end)
+
   describe("under the session manager (a launcher of the caller's)", function()
     local mgr, exited, left_at_end
     local function start_manager()
