@@ -56,11 +56,11 @@
  *   seconds for the cidfile and remove the container the same way. On
  *   the normal end this program has removed it itself, and SIGKILLs the
  *   watchdog before closing the pipe: one removal, no watchdog left. A
- *   SIGKILL to both at once (kill -9 -1), or a subreaper above this one
- *   that kills what it inherits (the session manager's reaper: once this
- *   program is gone, killed alone or by it after its margin, the watchdog
- *   is its child, and its SIGKILL races the removal), still leaves the
- *   container running.
+ *   reaper above this one (the session manager's) inherits the watchdog
+ *   once this program is gone: it spares a child that runs this program's
+ *   own file under the watchdog's name for REAP_WATCH_LIFE seconds, and
+ *   passes it no signal, so the removal completes. A SIGKILL to both at
+ *   once (kill -9 -1) still leaves the container running.
  *
  * - --env: COMMAND's first words are taken as env(1) takes them: "-i"
  *   empties the environment, then each NAME=VALUE word sets a variable,
@@ -107,6 +107,10 @@
 #define REAP_WATCH_NAME "isolation-watch"
 /* the descriptor the watchdog reads this program's end from */
 #define REAP_WATCH_FD 3
+/* seconds a watchdog lives at most once its pipe has closed: the wait for
+ * the id, then two engine commands of at most REAP_KILL_WAIT each; a
+ * margin. How long a reaper above gives a watchdog it adopted. */
+#define REAP_WATCH_LIFE (REAP_WATCH_CID + 2 * REAP_KILL_WAIT + 10)
 
 static const int forwarded[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
 #define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
@@ -155,8 +159,30 @@ static bool read_stat(const char *pid, pid_t *ppid, char *comm, size_t size)
 
 struct proc {
     pid_t pid, ppid;
-    bool bwrap;
+    bool bwrap, watch;
 };
+
+/*
+ * Whether pid runs this program's own file (compared by device and inode
+ * of /proc/PID/exe): with the name REAP_WATCH_NAME, a watchdog, forked by
+ * a reaper and never exec'ed. Only exec'ing this file makes a process's
+ * exe this file, and a process that does is bounded all the same (a
+ * watchdog is spared for REAP_WATCH_LIFE seconds only).
+ */
+static bool runs_this_program(const char *pid)
+{
+    static struct stat self;
+    static int known; /* 0 not yet, 1 known, -1 unknown */
+    if (known == 0)
+        known = stat("/proc/self/exe", &self) == 0 ? 1 : -1;
+    if (known < 0)
+        return false;
+    char path[300]; /* a d_name is at most 255 bytes */
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%s/exe", pid);
+    return stat(path, &st) == 0 && st.st_dev == self.st_dev &&
+           st.st_ino == self.st_ino;
+}
 
 /* Every process of the system (up to max); the count. */
 static size_t proc_table(struct proc *out, size_t max)
@@ -173,8 +199,10 @@ static size_t proc_table(struct proc *out, size_t max)
         pid_t ppid;
         if (!read_stat(e->d_name, &ppid, comm, sizeof comm))
             continue;
+        bool watch =
+            strcmp(comm, REAP_WATCH_NAME) == 0 && runs_this_program(e->d_name);
         out[n++] = (struct proc){(pid_t)atoi(e->d_name), ppid,
-                                 strcmp(comm, "bwrap") == 0};
+                                 strcmp(comm, "bwrap") == 0, watch};
     }
     closedir(d);
     return n;
@@ -190,10 +218,13 @@ static pid_t watch_pid;
 /*
  * Sends sig to every process below this one: only to the direct children
  * when direct_only, else to all descendants except bwrap's own processes.
- * Never to the watchdog: it must outlive this program. Returns how many it
- * signalled.
+ * Never to this program's watchdog (it must outlive this program), nor to
+ * what runs below a watchdog (its engine commands). When spared is not
+ * NULL, not to a watchdog this program adopted either (a reaper below was
+ * killed: its watchdog, now this program's child, is removing its
+ * container), counted in *spared. Returns how many it signalled.
  */
-static int signal_below(int sig, bool direct_only)
+static int signal_below(int sig, bool direct_only, int *spared)
 {
     size_t n = proc_table(procs, REAP_PROCS_MAX);
     static pid_t queue[REAP_PROCS_MAX];
@@ -206,6 +237,10 @@ static int signal_below(int sig, bool direct_only)
             if (procs[i].ppid != parent || procs[i].pid == parent ||
                 (watch_pid > 0 && procs[i].pid == watch_pid))
                 continue;
+            if (spared && procs[i].watch) {
+                (*spared)++;
+                continue;
+            }
             if (!direct_only && tail < REAP_PROCS_MAX)
                 queue[tail++] = procs[i].pid;
             if (direct_only || !procs[i].bwrap)
@@ -247,19 +282,29 @@ static int wait_signal(const sigset_t *set, double seconds)
     return sigtimedwait(set, NULL, &ts);
 }
 
-/* The end: SIGKILL to every child, reaped until none is left. */
+/*
+ * The end: SIGKILL to every child, reaped until none is left. A watchdog
+ * adopted from a reaper below that was killed is let finish the removal
+ * of its container (its engine's, not below any reaper: killing the
+ * watchdog would leave it running) for up to REAP_WATCH_LIFE seconds,
+ * its own bound; then it is killed like the rest.
+ */
 static int kill_all(const sigset_t *set, pid_t command, int *status,
                     bool *command_done)
 {
     double deadline = now() + REAP_KILL_WAIT;
+    double spare_until = now() + REAP_WATCH_LIFE;
     /* no child left (the usual end): nothing to look for in /proc */
     if (reap_ended(command, status, command_done) < 0)
         return 0;
     for (;;) {
-        signal_below(SIGKILL, true);
+        int spared = 0;
+        signal_below(SIGKILL, true, now() < spare_until ? &spared : NULL);
         if (reap_ended(command, status, command_done) < 0)
             return 0;
-        if (now() > deadline)
+        if (spared > 0)
+            deadline = now() + REAP_KILL_WAIT;
+        else if (now() > deadline)
             return -1;
         wait_signal(set, 0.1); /* SIGCHLD, or try again */
     }
@@ -673,6 +718,7 @@ int reap_main(int argc, char **argv)
     double deadline = -1; /* set by the first forwarded signal */
     double time_up = limit ? now() + (double)limit : -1;
     bool timed_out = false;
+    int adopted = 0; /* watchdogs adopted: a forwarded signal spares them */
     sigset_t passed; /* the signals already passed on: each goes on once */
     sigemptyset(&passed);
     while (!command_done) {
@@ -683,7 +729,7 @@ int reap_main(int argc, char **argv)
                     "reached: SIGTERM to the command, SIGKILL %ld s later\n",
                     limit, grace);
             if (!sigismember(&passed, SIGTERM))
-                signal_below(SIGTERM, false);
+                signal_below(SIGTERM, false, &adopted);
             sigaddset(&passed, SIGTERM);
             if (deadline < 0)
                 deadline = now() + (double)grace;
@@ -703,7 +749,7 @@ int reap_main(int argc, char **argv)
         if (sig == SIGPIPE)
             continue;
         if (!sigismember(&passed, sig))
-            signal_below(sig, false);
+            signal_below(sig, false, &adopted);
         sigaddset(&passed, sig);
         if (deadline < 0)
             deadline = now() + (double)grace;

@@ -611,6 +611,58 @@ describe("docker, for real", function()
     end)
   end
 
+  -- The line's own reaper runs below the manager's (a child subreaper
+  -- too). Killed from outside, its watchdog becomes the manager's
+  -- reaper's child; that reaper ends what it inherits once the line's
+  -- shell has ended, and before, it SIGKILLed the watchdog in the middle
+  -- of the removal: the container ran on. A watchdog of this program's
+  -- own (same executable, its name) is now given its bounded time.
+  it("the session manager's default launcher, docker: the line's reaper SIGKILLed from outside: the manager's "
+    .. "reaper lets the line's watchdog remove the container before the session ends; nothing of it runs (before: "
+    .. "the container ran on)", function()
+    if skip then return end
+    local session = require("isolation.session")
+    local ps = eng:cmd("ps -aq")
+    local _, before = helpers.run(ps)
+    local host = assert(eng.env:match("^DOCKER_HOST=(.*)$")):gsub("^'(.*)'$", "%1")
+    local saved = os.getenv("DOCKER_HOST")
+    assert(uv.os_setenv("DOCKER_HOST", host))
+    local root = helpers.tmpdir()
+    local ended = false
+    -- the line's shell reports its killed child on stderr: not in the spec's output
+    local null = assert(uv.fs_open("/dev/null", "w", 0))
+    local mgr = assert(session.manager({ runtime_dir = root .. "/run", loop = uv, poll_interval = 0.05,
+      stdio = { 0, 1, null }, on_end = function() ended = true end }))
+    local mark = new_mark()
+    local ok, e = pcall(function()
+      assert(mgr:launch({ id = "k", isolation = { mode = "docker", network = "none",
+        docker_image = "isolation-spec-tools" }, workdir = base.workdir, tty = false, protect = {},
+        command = "bash -c " .. shq(STUBBORN) .. " stubborn " .. mark }))
+      assert.is_true(cli.wait_for(function() return sleepers(mark) == 2 end, 90), "the command did not start")
+      -- the line's reaper (grace 5 s), not the manager's (5 + 30 s)
+      local reaper
+      for _, pid in ipairs(cli.pgrep(mark)) do
+        local argv = helpers.read("/proc/" .. pid .. "/cmdline") or ""
+        local comm = (helpers.read("/proc/" .. pid .. "/comm") or ""):match("^[^\n]*")
+        -- not its watchdog: the same argv, named isolation-watch
+        if comm == "isolation-bridg" and argv:find("\0--reap\0" .. "5\0", 1, true) then reaper = pid end
+      end
+      assert(uv.kill(assert(reaper, "no line reaper"), "sigkill"))
+      local t0 = uv.hrtime()
+      assert.is_true(cli.wait_for(function() return ended end, 60), "the session did not end")
+      local took = (uv.hrtime() - t0) / 1e9
+      assert.are.same({}, new_containers(ps, before), "the container outlived its session")
+      assert.are.same({}, cli.pgrep(mark), "a process of the session outlived it")
+      assert.is_true(took < 25, ("the session took %.1f s to end"):format(took))
+    end)
+    mgr:close()
+    uv.fs_close(null)
+    if saved then uv.os_setenv("DOCKER_HOST", saved) else uv.os_unsetenv("DOCKER_HOST") end
+    for _, id in ipairs(new_containers(ps, before)) do helpers.run(eng:cmd("rm -f " .. id)) end
+    helpers.rmtree(root)
+    assert(ok, e)
+  end)
+
   it("the workdir is written by, and owned by, the user who runs the line ($(id -u):$(id -g)); exit status", function()
     if skip then return end
     -- nobody runs the line: the engine's socket is handed to that uid alone

@@ -456,6 +456,42 @@ exit 0
     assert.are.equal(137, (p.wait(10)))
   end)
 
+  -- A reaper above this one (the session manager's default launcher puts
+  -- one above every line) adopts the watchdog when the line's reaper is
+  -- killed, and ends what it adopts once its command has ended: before,
+  -- its SIGKILL reached the watchdog in the middle of the removal. A
+  -- watchdog is known by its name and this program's own executable
+  -- (an allowlist of one: the file, not the name), and spared for its own
+  -- bounded life only.
+  it("a reaper above it (the session manager's) adopts the watchdog of a line reaper killed from outside: it lets "
+    .. "the watchdog remove the container, then ends (before: it killed the watchdog, the container ran on)",
+    function()
+      local argv = { bridge, "--reap", "1", "--", bridge, "--reap", "1", "--container", "--", dir .. "/engine", "run",
+        "bash", "-c", "exec -a \"$0\" sleep 60", mark }
+      local p = cli.spawn(argv, { env = { "TMPDIR=" .. dir } })
+      running(p)
+      local inner
+      for _, pid in ipairs(cli.pgrep(dir .. "/engine")) do
+        local comm = (helpers.read("/proc/" .. pid .. "/comm") or ""):match("^[^\n]*")
+        local args = helpers.read("/proc/" .. pid .. "/cmdline") or ""
+        if pid ~= p.pid and comm == "isolation-bridg" and args:find("\0--container\0", 1, true) then inner = pid end
+      end
+      assert(uv.kill(assert(inner, "no line reaper"), "sigkill"))
+      removed_once(5)
+      assert.are.equal(137, (p.wait(10)))
+    end)
+
+  it("a reaper above it kills at once a process it adopts that only has the watchdog's name (another "
+    .. "executable): sparing goes by the file, not the name", function()
+    assert(os.execute("cp /bin/sleep " .. helpers.shquote(dir .. "/isolation-watch")))
+    local t0 = uv.hrtime()
+    local status = cli.spawn({ bridge, "--reap", "1", "--", "sh", "-c",
+      "(" .. helpers.shquote(dir .. "/isolation-watch") .. " 60 &); exit 0", mark }).wait(30)
+    assert.are.equal(0, status)
+    assert.is_true((uv.hrtime() - t0) / 1e9 < 5)
+    assert.are.same({}, cli.pgrep(dir .. "/isolation-watch"))
+  end)
+
   it("kill -9 of the reaper's whole process group (isolate's): the watchdog, in a session of its own, removes the "
     .. "container (before: nothing did)", function()
     local p = start("exec -a \"$0\" sleep 60", { detached = true })

@@ -433,9 +433,10 @@ local DEFAULT_GRACE = 5
 -- after a SIGTERM: under docker and podman it then has the engine kill and
 -- remove the container, which is not below any reaper (the engine's daemon
 -- runs it). The manager's reaper waits that much longer before its SIGKILL,
--- which would kill the line's reaper in the middle of that removal and
--- leave the container running (bridge/reap.c: REAP_KILL_WAIT bounds each
--- engine command).
+-- which would kill the line's reaper in the middle of that removal (its
+-- watchdog, which the manager's reaper then inherits and lets finish,
+-- would start the removal again; bridge/reap.c: REAP_KILL_WAIT bounds each
+-- engine command, REAP_WATCH_LIFE a watchdog).
 local OWN_REAPER_MARGIN = 30
 -- How long close() or kill() outside a running loop waits for the
 -- processes: the grace (and the margin), then the reaper's own bound for a
