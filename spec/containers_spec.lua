@@ -577,37 +577,50 @@ describe("docker, for real", function()
     end)
   end
 
+  -- A session manager (default launcher, extra options in mgr_opts) whose
+  -- docker lines reach this suite's engine, running the stubborn command
+  -- with a new mark as session "s"; calls check(mgr, mark, ps, before)
+  -- once its two sleepers run, then closes the manager, puts DOCKER_HOST
+  -- back and removes what is left.
+  local function with_stubborn_session(mgr_opts, check)
+    local session = require("isolation.session")
+    local ps = eng:cmd("ps -aq")
+    local _, before = helpers.run(ps)
+    -- the manager's child inherits this process's environment: the engine
+    local host = assert(eng.env:match("^DOCKER_HOST=(.*)$")):gsub("^'(.*)'$", "%1")
+    local saved = os.getenv("DOCKER_HOST")
+    assert(uv.os_setenv("DOCKER_HOST", host))
+    local root = helpers.tmpdir()
+    mgr_opts.runtime_dir = root .. "/run"
+    local mgr = assert(session.manager(mgr_opts))
+    local mark = new_mark()
+    local ok, e = pcall(function()
+      assert(mgr:launch({ id = "s", isolation = { mode = "docker", network = "none",
+        docker_image = "isolation-spec-tools" }, workdir = base.workdir, tty = false, protect = {},
+        command = "bash -c " .. shq(STUBBORN) .. " stubborn " .. mark }))
+      assert.is_true(cli.wait_for(function() return sleepers(mark) == 2 end, 90), "the command did not start")
+      check(mgr, mark, ps, before)
+    end)
+    mgr:close()
+    if saved then uv.os_setenv("DOCKER_HOST", saved) else uv.os_unsetenv("DOCKER_HOST") end
+    for _, id in ipairs(new_containers(ps, before)) do helpers.run(eng:cmd("rm -f " .. id)) end
+    helpers.rmtree(root)
+    assert(ok, e)
+  end
+
   for _, how in ipairs({ "kill", "close" }) do
     it("the session manager's default launcher, docker, no time: mgr:" .. how .. "() with a command that ignores "
       .. "SIGTERM and leaves a sleeper: it returns once the container is gone, within the grace", function()
       if skip then return end
-      local session = require("isolation.session")
-      local ps = eng:cmd("ps -aq")
-      local _, before = helpers.run(ps)
-      -- the manager's child inherits this process's environment: the engine
-      local host = assert(eng.env:match("^DOCKER_HOST=(.*)$")):gsub("^'(.*)'$", "%1")
-      local saved = os.getenv("DOCKER_HOST")
-      assert(uv.os_setenv("DOCKER_HOST", host))
-      local root = helpers.tmpdir()
-      local mgr = assert(session.manager({ runtime_dir = root .. "/run" }))
-      local mark = new_mark()
-      local ok, e = pcall(function()
-        assert(mgr:launch({ id = "stubborn", isolation = { mode = "docker", network = "none",
-          docker_image = "isolation-spec-tools" }, workdir = base.workdir, tty = false, protect = {},
-          command = "bash -c " .. shq(STUBBORN) .. " stubborn " .. mark }))
-        assert.is_true(cli.wait_for(function() return sleepers(mark) == 2 end, 90), "the command did not start")
+      with_stubborn_session({}, function(mgr, mark, ps, before)
         local t0 = uv.hrtime()
-        if how == "kill" then assert(mgr:kill("stubborn")) else mgr:close() end
+        if how == "kill" then assert(mgr:kill("s")) else mgr:close() end
         local took = (uv.hrtime() - t0) / 1e9
         assert.are.same({}, cli.pgrep(mark), "a process of the session outlived mgr:" .. how .. "()")
-        assert.are.equal("ended", mgr:get("stubborn").state)
+        assert.are.equal("ended", mgr:get("s").state)
         assert.is_true(took >= 4 and took < 25, ("mgr:%s() took %.1f s"):format(how, took))
         assert.are.same({}, new_containers(ps, before))
       end)
-      mgr:close()
-      if saved then uv.os_setenv("DOCKER_HOST", saved) else uv.os_unsetenv("DOCKER_HOST") end
-      helpers.rmtree(root)
-      assert(ok, e)
     end)
   end
 
@@ -621,24 +634,11 @@ describe("docker, for real", function()
     .. "reaper lets the line's watchdog remove the container before the session ends; nothing of it runs (before: "
     .. "the container ran on)", function()
     if skip then return end
-    local session = require("isolation.session")
-    local ps = eng:cmd("ps -aq")
-    local _, before = helpers.run(ps)
-    local host = assert(eng.env:match("^DOCKER_HOST=(.*)$")):gsub("^'(.*)'$", "%1")
-    local saved = os.getenv("DOCKER_HOST")
-    assert(uv.os_setenv("DOCKER_HOST", host))
-    local root = helpers.tmpdir()
     local ended = false
     -- the line's shell reports its killed child on stderr: not in the spec's output
     local null = assert(uv.fs_open("/dev/null", "w", 0))
-    local mgr = assert(session.manager({ runtime_dir = root .. "/run", loop = uv, poll_interval = 0.05,
-      stdio = { 0, 1, null }, on_end = function() ended = true end }))
-    local mark = new_mark()
-    local ok, e = pcall(function()
-      assert(mgr:launch({ id = "k", isolation = { mode = "docker", network = "none",
-        docker_image = "isolation-spec-tools" }, workdir = base.workdir, tty = false, protect = {},
-        command = "bash -c " .. shq(STUBBORN) .. " stubborn " .. mark }))
-      assert.is_true(cli.wait_for(function() return sleepers(mark) == 2 end, 90), "the command did not start")
+    local ok, e = pcall(with_stubborn_session, { loop = uv, poll_interval = 0.05, stdio = { 0, 1, null },
+      on_end = function() ended = true end }, function(_, mark, ps, before)
       -- the line's reaper (grace 5 s), not the manager's (5 + 30 s)
       local reaper
       for _, pid in ipairs(cli.pgrep(mark)) do
@@ -655,11 +655,7 @@ describe("docker, for real", function()
       assert.are.same({}, cli.pgrep(mark), "a process of the session outlived it")
       assert.is_true(took < 25, ("the session took %.1f s to end"):format(took))
     end)
-    mgr:close()
     uv.fs_close(null)
-    if saved then uv.os_setenv("DOCKER_HOST", saved) else uv.os_unsetenv("DOCKER_HOST") end
-    for _, id in ipairs(new_containers(ps, before)) do helpers.run(eng:cmd("rm -f " .. id)) end
-    helpers.rmtree(root)
     assert(ok, e)
   end)
 
