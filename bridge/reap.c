@@ -219,17 +219,17 @@ static pid_t watch_pid;
  * Sends sig to every process below this one: only to the direct children
  * when direct_only, else to all descendants except bwrap's own processes.
  * Never to this program's watchdog (it must outlive this program), nor to
- * what runs below a watchdog (its engine commands). When spared is not
- * NULL, not to a watchdog this program adopted either (a reaper below was
+ * what runs below a watchdog (its engine commands). When spare_adopted,
+ * not to a watchdog this program adopted either (a reaper below was
  * killed: its watchdog, now this program's child, is removing its
- * container), counted in *spared. Returns how many it signalled.
+ * container). Returns how many adopted watchdogs it spared.
  */
-static int signal_below(int sig, bool direct_only, int *spared)
+static int signal_below(int sig, bool direct_only, bool spare_adopted)
 {
     size_t n = proc_table(procs, REAP_PROCS_MAX);
     static pid_t queue[REAP_PROCS_MAX];
     size_t head = 0, tail = 0;
-    int sent = 0;
+    int spared = 0;
     queue[tail++] = getpid();
     while (head < tail) {
         pid_t parent = queue[head++];
@@ -237,17 +237,17 @@ static int signal_below(int sig, bool direct_only, int *spared)
             if (procs[i].ppid != parent || procs[i].pid == parent ||
                 (watch_pid > 0 && procs[i].pid == watch_pid))
                 continue;
-            if (spared && procs[i].watch) {
-                (*spared)++;
+            if (spare_adopted && procs[i].watch) {
+                spared++;
                 continue;
             }
             if (!direct_only && tail < REAP_PROCS_MAX)
                 queue[tail++] = procs[i].pid;
             if (direct_only || !procs[i].bwrap)
-                sent += kill(procs[i].pid, sig) == 0;
+                kill(procs[i].pid, sig);
         }
     }
-    return sent;
+    return spared;
 }
 
 /* Reaps what has ended; records the command's status. -1 once no child
@@ -298,8 +298,7 @@ static int kill_all(const sigset_t *set, pid_t command, int *status,
     if (reap_ended(command, status, command_done) < 0)
         return 0;
     for (;;) {
-        int spared = 0;
-        signal_below(SIGKILL, true, now() < spare_until ? &spared : NULL);
+        int spared = signal_below(SIGKILL, true, now() < spare_until);
         if (reap_ended(command, status, command_done) < 0)
             return 0;
         if (spared > 0)
@@ -718,7 +717,6 @@ int reap_main(int argc, char **argv)
     double deadline = -1; /* set by the first forwarded signal */
     double time_up = limit ? now() + (double)limit : -1;
     bool timed_out = false;
-    int adopted = 0; /* watchdogs adopted: a forwarded signal spares them */
     sigset_t passed; /* the signals already passed on: each goes on once */
     sigemptyset(&passed);
     while (!command_done) {
@@ -729,7 +727,7 @@ int reap_main(int argc, char **argv)
                     "reached: SIGTERM to the command, SIGKILL %ld s later\n",
                     limit, grace);
             if (!sigismember(&passed, SIGTERM))
-                signal_below(SIGTERM, false, &adopted);
+                signal_below(SIGTERM, false, true);
             sigaddset(&passed, SIGTERM);
             if (deadline < 0)
                 deadline = now() + (double)grace;
@@ -749,7 +747,7 @@ int reap_main(int argc, char **argv)
         if (sig == SIGPIPE)
             continue;
         if (!sigismember(&passed, sig))
-            signal_below(sig, false, &adopted);
+            signal_below(sig, false, true);
         sigaddset(&passed, sig);
         if (deadline < 0)
             deadline = now() + (double)grace;

@@ -206,19 +206,6 @@ local function client_of(mark, engine)
   end
 end
 
--- The line's reaper (isolation-bridge --reap, the first program of the
--- line isolate runs) among the processes that carry the mark; not its
--- watchdog, whose argv is the same but whose name is isolation-watch.
-local function reaper_of(mark)
-  for _, pid in ipairs(cli.pgrep(mark)) do
-    local argv = helpers.read("/proc/" .. pid .. "/cmdline") or ""
-    if (helpers.read("/proc/" .. pid .. "/comm") or ""):match("^[^\n]*") == "isolation-bridg"
-      and argv:find("\0--reap\0", 1, true) then
-      return pid
-    end
-  end
-end
-
 -- Containers `ps` lists now that `before` (its earlier output) did not.
 local function new_containers(ps, before)
   local _, now = helpers.run(ps)
@@ -277,7 +264,7 @@ local function reaper_killed(how, ps, args, mark, opts)
   local _, _, _, text = stubborn_isolate(args, mark, opts, function(p)
     t0 = uv.hrtime()
     if how == "reaper" then
-      assert(uv.kill(assert(reaper_of(mark), "no reaper"), "sigkill"))
+      assert(uv.kill(assert(cli.reaper_of(mark), "no reaper"), "sigkill"))
     else
       assert(uv.kill(-p.pid, "sigkill"))
     end
@@ -640,14 +627,7 @@ describe("docker, for real", function()
     local ok, e = pcall(with_stubborn_session, { loop = uv, poll_interval = 0.05, stdio = { 0, 1, null },
       on_end = function() ended = true end }, function(_, mark, ps, before)
       -- the line's reaper (grace 5 s), not the manager's (5 + 30 s)
-      local reaper
-      for _, pid in ipairs(cli.pgrep(mark)) do
-        local argv = helpers.read("/proc/" .. pid .. "/cmdline") or ""
-        local comm = (helpers.read("/proc/" .. pid .. "/comm") or ""):match("^[^\n]*")
-        -- not its watchdog: the same argv, named isolation-watch
-        if comm == "isolation-bridg" and argv:find("\0--reap\0" .. "5\0", 1, true) then reaper = pid end
-      end
-      assert(uv.kill(assert(reaper, "no line reaper"), "sigkill"))
+      assert(uv.kill(assert(cli.reaper_of(mark, 5), "no line reaper"), "sigkill"))
       local t0 = uv.hrtime()
       assert.is_true(cli.wait_for(function() return ended end, 60), "the session did not end")
       local took = (uv.hrtime() - t0) / 1e9

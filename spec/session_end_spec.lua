@@ -93,14 +93,7 @@ describe("a session ends when its processes are gone", function()
     assert.is_nil(p.status, p.err)
     -- the line's reaper: outside the sandbox (no process of it can see it),
     -- the first program of the line, its argv carrying the mark
-    local reaper
-    for _, pid in ipairs(cli.pgrep(mark)) do
-      local argv = helpers.read("/proc/" .. pid .. "/cmdline") or ""
-      if (helpers.read("/proc/" .. pid .. "/comm") or ""):match("^[^\n]*") == "isolation-bridg"
-        and argv:find("\0--reap\0", 1, true) then
-        reaper = pid
-      end
-    end
+    local reaper = cli.reaper_of(mark)
     assert.truthy(reaper, "no reaper found")
     assert(uv.kill(reaper, "sigkill"))
     local status, out, err = p.wait(60)
@@ -168,11 +161,7 @@ describe("a session ends when its processes are gone", function()
       assert.is_true(cli.wait_for(function() return helpers.exists(work .. "/ready") or ended.k end, 60))
       assert.is_nil(ended.k, "the session ended before the attack was done")
       -- the line's own reaper (grace 5 s), not the manager's (grace 5 + 30 s)
-      local reaper
-      for _, pid in ipairs(cli.pgrep(mark)) do
-        local argv = helpers.read("/proc/" .. pid .. "/cmdline") or ""
-        if argv:find("\0--reap\0" .. "5\0", 1, true) then reaper = pid end
-      end
+      local reaper = cli.reaper_of(mark, 5)
       assert.truthy(reaper, "no line reaper found")
       assert(uv.kill(reaper, "sigkill"))
       assert.is_true(cli.wait_for(function() return ended.k end, 60), "the session did not end")

@@ -181,4 +181,17 @@ function cli.pgrep(needle)
   return found
 end
 
+--- A line's reaper (isolation-bridge --reap, named isolation-bridg) among
+--- the processes whose argv holds needle; with grace, the one started with
+--- that grace (the session manager's own reaper has a longer one). Not a
+--- reaper's watchdog: the same argv, named isolation-watch.
+function cli.reaper_of(needle, grace)
+  local want = "\0--reap\0" .. (grace and (tostring(grace) .. "\0") or "")
+  for _, pid in ipairs(cli.pgrep(needle)) do
+    local comm = (helpers.read("/proc/" .. pid .. "/comm") or ""):match("^[^\n]*")
+    local argv = helpers.read("/proc/" .. pid .. "/cmdline") or ""
+    if comm == "isolation-bridg" and argv:find(want, 1, true) then return pid end
+  end
+end
+
 return cli
