@@ -111,7 +111,12 @@ local status
 -- first, so nothing this process inherited without close-on-exec gets in.
 local CLOSE_FDS = "for fd in /proc/$$/fd/*; do fd=${fd##*/}; if [ \"$fd\" -gt 2 ]; then"
   .. " eval \"exec $fd>&-\"; fi; done; "
-local child, perr = uv.spawn("bash", { args = { "-c", CLOSE_FDS .. "exec " .. line }, stdio = { nil, out, errp } },
+-- The line mounts an empty directory at $HOME and refuses to run without a
+-- usable HOME; under cron or `env -i` this example lends it one of its own.
+local lent_home = runtime .. "/home"
+local HOME_IF_NONE = "case ${HOME-} in /?*) ;; *) HOME='" .. lent_home .. "'; export HOME;; esac; "
+local child, perr = uv.spawn("bash", { args = { "-c", CLOSE_FDS .. HOME_IF_NONE .. "exec " .. line },
+  stdio = { nil, out, errp } },
   function(code, signal) status = signal ~= 0 and 128 + signal or code end)
 if not child then give_up("cannot launch: %s", tostring(perr)) end
 log("[orch]", "launched pid %d: bwrap, network denied, %d-byte command line", child:get_pid(), #line)
@@ -154,6 +159,7 @@ finish:start(function()
   end
   os.remove(workdir)
   uv.fs_rmdir(workdir)
+  uv.fs_rmdir(lent_home)
   uv.fs_rmdir(runtime)
   log("[orch]", "agent exited %d; proxy: %d allowed, %d denied, %d errors; %d hook calls; %d heartbeats",
     status, s.allowed or 0, s.denied or 0, s.errors or 0, hooks, ticks)

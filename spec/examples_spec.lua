@@ -86,6 +86,16 @@ describe("examples", function()
       -- decisions are shown as they happen: the deny comes before the agent's last hook call
       assert.truthy(out:find("deny +CONNECT") < out:find("{\"event\":\"Stop\"}", 1, true))
     end)
+
+    -- under cron or `env -i`: the line refuses to run without HOME, and the
+    -- example lends it a directory of its own (before: the agent exited 1)
+    it("runs with HOME unset, lending the line a HOME of its own", function()
+      if helpers.skip_without_bwrap() then return end
+      local status, out, err = example("orchestrator.lua", nil, { env = { "-u", "HOME" } })
+      assert.are.equal(0, status, out .. err)
+      assert.truthy(out:find("HOME=/tmp/isolation%-orchestrator%.[^/]+/home"), out)
+      assert.truthy(out:find("agent exited 0", 1, true), out)
+    end)
   end)
 
   it("covers every example in examples/", function()
